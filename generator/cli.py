@@ -1,0 +1,202 @@
+"""The ``iteralab`` command line: a thin layer over the library functions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from generator import __version__
+from generator.errors import UsageError, UserError
+
+COMMANDS = {}
+
+
+def command(*arguments):
+    """Register a command; its docstring is its --help text."""
+
+    def register(function):
+        COMMANDS[function.__name__.removeprefix("cmd_").replace("_", "-")] = (function, arguments)
+        return function
+
+    return register
+
+
+def arg(*names, **options):
+    """Describe one argparse argument of a command."""
+    return names, options
+
+
+def positive_int(text: str) -> int:
+    """Parse a whole number of at least 1."""
+    return _whole(text, minimum=1)
+
+
+def non_negative_int(text: str) -> int:
+    """Parse a whole number of at least 0."""
+    return _whole(text, minimum=0)
+
+
+def _whole(text: str, *, minimum: int) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{text} is below {minimum}")
+    return value
+
+
+def emit(args, data: dict, text: str) -> None:
+    """Print DATA as JSON with --json, else the human TEXT."""
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True))
+    else:
+        print(text)
+
+
+JSON = arg("--json", action="store_true", help="print the result as JSON")
+CATALOG = arg("--catalog", type=Path, metavar="FILE", help="price catalog CSV (default: the shipped 2026-09-24 catalog)")
+
+
+@command(
+    arg("--gpu", required=True, help="GPU as the catalog names it, e.g. rtx-4090, rtx-6000-ada, b200"),
+    arg("--days", required=True, type=int, help="package length in days: 3, 7 or 30"),
+    arg("--lots", required=True, type=positive_int, help="number of lots (a lot may hold several cards)"),
+    arg("--accepted-results", type=non_negative_int, metavar="K",
+        help="distinct validated corpora actually accepted; adds cost per validated corpus"),
+    CATALOG, JSON,
+)
+def cmd_cost(args) -> int:
+    """Price a rental package: lot price x lots, never multiplied again by cards per lot."""
+    from generator.catalog import load_catalog, quote
+
+    result = quote(load_catalog(args.catalog), gpu=args.gpu, days=args.days, lots=args.lots,
+                   accepted_results=args.accepted_results)
+    price, gpu = result.price, result.price.gpu
+    lines = [
+        f"{result.total} {price.currency} for {result.gpus} GPU{'s' * (result.gpus != 1)}: "
+        f"{result.lots} lot{'s' * (result.lots != 1)} of {gpu.name} x {price.days} days "
+        f"at {price.price_per_lot} {price.currency} per lot "
+        f"({gpu.cards_per_lot} card{'s' * (gpu.cards_per_lot != 1)} per lot, catalog {result.catalog_version})",
+        "The whole package is paid even if part of the period stays unused.",
+    ]
+    if result.accepted_results is not None:
+        if result.cost_per_validated_corpus is None:
+            lines.append(f"Cost per validated corpus: {result.undefined_reason}; the spend of {result.total} {price.currency} stands.")
+        else:
+            lines.append(
+                f"Cost per validated corpus: {result.cost_per_validated_corpus} {price.currency} "
+                f"({result.total} / {result.accepted_results} accepted result{'s' * (result.accepted_results != 1)})"
+            )
+    emit(args, {
+        "catalog_version": result.catalog_version, "gpu": gpu.slug, "gpu_name": gpu.name,
+        "days": price.days, "lots": result.lots, "cards_per_lot": gpu.cards_per_lot, "gpus": result.gpus,
+        "price_per_lot": str(price.price_per_lot), "total": str(result.total), "currency": price.currency,
+        "accepted_results": result.accepted_results,
+        "cost_per_validated_corpus": None if result.cost_per_validated_corpus is None else str(result.cost_per_validated_corpus),
+        "cost_per_validated_corpus_note": result.undefined_reason if result.accepted_results is not None else None,
+    }, "\n".join(lines))
+    return 0
+
+
+@command(
+    arg("--start", required=True, help="window start, e.g. '2026-09-28 09:00' (an offset like +07:00 is kept)"),
+    arg("--end", required=True, help="window end"),
+    arg("--tz", help="IANA time zone of times without an offset, e.g. Europe/Berlin (default UTC)"),
+    arg("--gpu", help="also price each package for this GPU"),
+    arg("--lots", type=positive_int, default=1, help="lots to price with --gpu (default 1)"),
+    CATALOG, JSON,
+)
+def cmd_schedule(args) -> int:
+    """Measure a rental window in real elapsed hours and show which packages cover it."""
+    from generator.catalog import load_catalog
+    from generator.schedule import format_hours, plan_window
+
+    catalog = load_catalog(args.catalog) if args.gpu else None
+    window = plan_window(start=args.start, end=args.end, tz=args.tz, catalog=catalog, gpu=args.gpu, lots=args.lots)
+    lines = [f"Window {window.start.isoformat()} to {window.end.isoformat()} ({window.zone}): "
+             f"{format_hours(window.hours)} h elapsed"]
+    rows = []
+    for fit in window.fits:
+        if fit.covers:
+            line = f"  {fit.days}-day package ({fit.hours} h): covers the window ({format_hours(fit.hours - window.hours)} h to spare)"
+        else:
+            line = (f"  {fit.days}-day package ({fit.hours} h): does not cover it; it would take "
+                    f"{fit.periods_needed} consecutive periods bought explicitly (no automatic extension)")
+        if args.gpu:
+            if fit.price_per_period is None:
+                line += f"; price {fit.price_note}"
+            elif fit.covers:
+                line += f"; {fit.price_per_period} USD for {args.lots} lot{'s' * (args.lots != 1)}"
+            else:
+                line += f"; {fit.periods_needed} x {fit.price_per_period} = {fit.total_for_periods} USD for {args.lots} lot{'s' * (args.lots != 1)}"
+        lines.append(line)
+        rows.append({
+            "days": fit.days, "hours": fit.hours, "covers": fit.covers, "periods_needed": fit.periods_needed,
+            "price_per_period": None if fit.price_per_period is None else str(fit.price_per_period),
+            "total_for_periods": None if fit.total_for_periods is None else str(fit.total_for_periods),
+            "price_note": fit.price_note,
+        })
+    lines.append("Covering a window does not prove the work finishes in it: measure the processing time.")
+    emit(args, {
+        "start": window.start.isoformat(), "end": window.end.isoformat(), "time_zone": window.zone,
+        "elapsed_hours": format_hours(window.hours), "packages": rows,
+        "catalog_version": catalog.version if catalog else None, "gpu": args.gpu, "lots": args.lots if args.gpu else None,
+    }, "\n".join(lines))
+    return 0
+
+
+@command(
+    arg("runs", nargs="?", type=Path, default=Path("runs"), help="runs folder (default: runs)"),
+    JSON,
+)
+def cmd_check(args) -> int:
+    """Validate every record under the runs folder and list each problem as file:line: reason."""
+    from generator.records import load
+
+    loaded = load(args.runs)
+    counts = {kind: len(loaded.of_kind(kind)) for kind in ("manifest", "trial", "rental", "deliverable")}
+    summary = (f"{len(loaded.records)} records ({', '.join(f'{n} {k}' for k, n in counts.items())}); "
+               f"{len(loaded.problems)} problem{'s' * (len(loaded.problems) != 1)}")
+    text = "\n".join([*loaded.problems, summary])
+    emit(args, {"records": len(loaded.records), "by_kind": counts, "problems": loaded.problems}, text)
+    return 1 if loaded.problems else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser with every registered command."""
+    parser = argparse.ArgumentParser(
+        prog="iteralab",
+        description="Benchmark rented GPUs offline and publish the evidence as a static site.",
+    )
+    parser.add_argument("--version", action="version", version=f"iteralab {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (function, arguments) in COMMANDS.items():
+        doc = (function.__doc__ or "").strip()
+        sub = subparsers.add_parser(name, help=doc.splitlines()[0], description=doc)
+        for names, options in arguments:
+            sub.add_argument(*names, **options)
+        sub.set_defaults(handler=function)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one iteralab command; user mistakes give a one-line message, not a traceback."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    try:
+        return args.handler(args)
+    except UsageError as error:
+        print(f"iteralab {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except UserError as error:
+        print(f"iteralab {args.command}: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"iteralab {args.command}: interrupted", file=sys.stderr)
+        return 130

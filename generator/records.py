@@ -1,0 +1,307 @@
+"""Append-only JSON Lines record store under ``runs/``: write, read, validate, migrate."""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import os
+import re
+import secrets
+import socket
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path, PurePosixPath
+
+from generator.errors import UserError
+
+SCHEMA_VERSION = 1
+KINDS = ("manifest", "trial", "rental", "deliverable")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+# update_to_N turns a record of version N-1 into version N. Version 1 is the first
+# format, so nothing is registered yet; the reader already walks this table.
+MIGRATIONS: dict[int, object] = {}
+
+
+def utc_now() -> str:
+    """Return the current UTC time as ISO 8601 with a Z suffix."""
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def new_id(prefix: str) -> str:
+    """Return a unique, sortable identifier such as ``trial-20261202T113600Z-3f9a1c0b7d2e``."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{prefix}-{stamp}-{secrets.token_hex(6)}"
+
+
+def new_run_id() -> str:
+    """Return a run id naming the UTC time and the host, unique across machines."""
+    host = re.sub(r"[^A-Za-z0-9-]", "", socket.gethostname())[:24] or "host"
+    return new_id(f"run-{host}")
+
+
+def check_name(value: str, what: str) -> str:
+    """Refuse a campaign or run name that cannot be a folder name."""
+    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+        raise UserError(
+            f"{what} {value!r} is not a valid name: use letters, digits, '.', '_' or '-' "
+            "(at most 128, starting with a letter or digit)"
+        )
+    return value
+
+
+def make_record(kind: str, *, campaign: str, run_id: str, **fields) -> dict:
+    """Return a record of KIND with the common fields filled in."""
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": kind,
+        "record_id": new_id(kind),
+        "campaign": campaign,
+        "run_id": run_id,
+        "created_at": utc_now(),
+    }
+    record.update(fields)
+    return record
+
+
+@cache
+def _validators() -> dict:
+    import jsonschema
+    from referencing import Registry, Resource
+
+    folder = resources.files("generator") / "schemas"
+    loaded = {
+        name: json.loads((folder / f"{name}.schema.json").read_text(encoding="utf-8"))
+        for name in ("common", *KINDS)
+    }
+    registry = Registry().with_resources(
+        (f"{name}.schema.json", Resource.from_contents(schema)) for name, schema in loaded.items()
+    )
+    return {
+        name: jsonschema.Draft202012Validator(schema, registry=registry)
+        for name, schema in loaded.items()
+    }
+
+
+def schema(kind: str) -> dict:
+    """Return the JSON Schema of records of KIND."""
+    return _validators()[kind].schema
+
+
+def safe_relative_path(value: str) -> bool:
+    """Tell whether VALUE is a relative path that stays inside the runs folder."""
+    if not isinstance(value, str) or not value or "\\" in value or "\x00" in value:
+        return False
+    path = PurePosixPath(value)
+    return not path.is_absolute() and ".." not in path.parts and not re.match(r"^[A-Za-z]:", value)
+
+
+def _path_problems(value, where: str = "") -> list[str]:
+    problems = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{where}.{key}" if where else key
+            if (key == "path" or key.endswith("_path")) and item is not None:
+                if not safe_relative_path(item):
+                    problems.append(
+                        f"{here}: {item!r} must be a path relative to the runs folder, without '..'"
+                    )
+            else:
+                problems.extend(_path_problems(item, here))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            problems.extend(_path_problems(item, f"{where}[{index}]"))
+    return problems
+
+
+def validate(record) -> list[str]:
+    """Return what is wrong with RECORD (empty when it is valid)."""
+    if not isinstance(record, dict):
+        return [f"a record must be a JSON object, not {type(record).__name__}"]
+    validators = _validators()
+    problems = [_schema_message(error) for error in validators["common"].iter_errors(record)]
+    if problems:
+        return problems
+    problems = [_schema_message(error) for error in validators[record["kind"]].iter_errors(record)]
+    return problems + _path_problems(record)
+
+
+def _schema_message(error) -> str:
+    where = ".".join(str(part) for part in error.absolute_path) or "record"
+    message = error.message if len(error.message) < 200 else error.message[:197] + "..."
+    return f"{where}: {message}"
+
+
+def upgrade(record: dict) -> dict:
+    """Migrate RECORD to the current schema version or raise UserError saying what to do."""
+    version = record.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise UserError(f"schema_version {version!r} is not a positive integer")
+    if version > SCHEMA_VERSION:
+        raise UserError(
+            f"schema_version {version} is newer than this iteralab understands "
+            f"({SCHEMA_VERSION}): upgrade iteralab to read it"
+        )
+    while version < SCHEMA_VERSION:
+        record = MIGRATIONS[version + 1](record)
+        version = record["schema_version"]
+    return record
+
+
+def records_file(runs_dir: Path, campaign: str, run_id: str) -> Path:
+    """Return the file that holds the records of one run of one campaign."""
+    check_name(campaign, "campaign")
+    check_name(run_id, "run id")
+    return Path(runs_dir) / campaign / "records" / f"{run_id}.jsonl"
+
+
+def append(runs_dir: Path, record: dict) -> Path:
+    """Validate RECORD and append it as one fsynced line; return the file written."""
+    path = records_file(runs_dir, record.get("campaign"), record.get("run_id"))
+    problems = validate(record)
+    if problems:
+        raise UserError(f"refusing to write {record.get('kind', 'record')}: " + "; ".join(problems))
+    line = json.dumps(record, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        created = not path.exists()
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            # The lock keeps two writers of the same file from interleaving their lines.
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            data = line.encode("utf-8")
+            if os.fstat(fd).st_size and not _ends_with_newline(path):
+                # A crash left a torn last line: start on a new line, never touch its bytes.
+                data = b"\n" + data
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            _fsync_dir(path.parent)
+    except OSError as error:
+        raise UserError(
+            f"could not append to {path}: {error.strerror or error}; "
+            "records already written are untouched, free space or fix permissions and rerun"
+        ) from error
+    return path
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Loaded:
+    """Records read from a runs folder, each with its source, and the problems met."""
+
+    records: list[dict] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def of_kind(self, kind: str) -> list[dict]:
+        """Return the records of KIND in reading order."""
+        return [record for record in self.records if record["kind"] == kind]
+
+    def tables(self) -> dict:
+        """Return one pandas DataFrame per kind, with a ``source`` column (file:line)."""
+        import pandas as pd
+
+        tables = {}
+        for kind in KINDS:
+            rows = [
+                {**record, "source": source}
+                for record, source in zip(self.records, self.sources, strict=True)
+                if record["kind"] == kind
+            ]
+            tables[kind] = pd.DataFrame(rows)
+        return tables
+
+
+def read_file(path: Path, shown: str) -> tuple[list[tuple[dict, str]], list[str]]:
+    """Read one records file; return (record, 'file:line') pairs and problems."""
+    found, problems = [], []
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        return [], [f"{shown}: cannot read: {error.strerror or error}"]
+    lines = data.split(b"\n")
+    torn_tail = lines[-1] != b""
+    if not torn_tail:
+        lines.pop()
+    for number, raw in enumerate(lines, start=1):
+        where = f"{shown}:{number}"
+        if torn_tail and number == len(lines):
+            problems.append(f"{where}: incomplete last line (a write was cut off); it is skipped")
+            continue
+        if not raw.strip():
+            continue
+        record, problem = _parse_line(raw)
+        if problem:
+            problems.append(f"{where}: {problem}")
+        else:
+            found.append((record, where))
+    return found, problems
+
+
+def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "not valid UTF-8"
+    except json.JSONDecodeError as error:
+        return None, f"not valid JSON ({error.msg}, column {error.colno})"
+    if not isinstance(record, dict):
+        return None, f"a record must be a JSON object, not {type(record).__name__}"
+    try:
+        record = upgrade(record)
+    except UserError as error:
+        return None, str(error)
+    problems = validate(record)
+    if problems:
+        return None, "; ".join(problems)
+    return record, None
+
+
+def load(runs_dir: Path) -> Loaded:
+    """Read every records file under RUNS_DIR, merging copies by record_id."""
+    runs_dir = Path(runs_dir)
+    loaded = Loaded()
+    if not runs_dir.is_dir():
+        raise UserError(f"{runs_dir} is not a folder: pass the runs folder that holds the records")
+    seen: dict[str, tuple[dict, str]] = {}
+    for path in sorted(runs_dir.rglob("*.jsonl")):
+        shown = path.relative_to(runs_dir).as_posix()
+        found, problems = read_file(path, shown)
+        loaded.problems.extend(problems)
+        for record, where in found:
+            earlier = seen.get(record["record_id"])
+            if earlier is None:
+                seen[record["record_id"]] = (record, where)
+                loaded.records.append(record)
+                loaded.sources.append(where)
+            elif earlier[0] != record:
+                loaded.problems.append(
+                    f"{where}: record_id {record['record_id']} already read with other content "
+                    f"at {earlier[1]}; this copy is skipped"
+                )
+    return loaded

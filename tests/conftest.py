@@ -1,0 +1,35 @@
+"""Shared helpers: run the real CLI in-process or as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from generator.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run iteralab in-process; return (exit status, stdout, stderr)."""
+
+    def run(*args):
+        code = main([str(arg) for arg in args])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run
+
+
+def run_module(*args, cwd=None, env=None, timeout=120):
+    """Run ``python -m generator`` as a user would, in a subprocess."""
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "generator", *map(str, args)],
+        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
+    )

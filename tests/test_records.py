@@ -1,0 +1,243 @@
+"""Append-only record store: durability, concurrency, validation, merging."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from generator import records
+from generator.errors import UserError
+
+SHA = "0" * 64
+
+
+def rental(campaign="demo", run_id="run-a", **overrides):
+    fields = dict(gpu="rtx-4090", lots=1, days=3, start="2026-09-28T09:00", end=None,
+                  catalog_version="2026-09-24", price_per_lot="47.14", total="47.14", currency="USD",
+                  cards_per_lot=1, gpus=1, receipt=None)
+    fields.update(overrides)
+    return records.make_record("rental", campaign=campaign, run_id=run_id, **fields)
+
+
+def test_append_then_load_round_trips_into_pandas(tmp_path):
+    first, second = rental(), rental(lots=2, total="94.28", gpus=2)
+    path = records.append(tmp_path, first)
+    records.append(tmp_path, second)
+    assert path == tmp_path / "demo" / "records" / "run-a.jsonl"
+    assert path.read_bytes().count(b"\n") == 2
+    loaded = records.load(tmp_path)
+    assert loaded.problems == []
+    table = loaded.tables()["rental"]
+    assert list(table["record_id"]) == [first["record_id"], second["record_id"]]
+    assert list(table["source"]) == ["demo/records/run-a.jsonl:1", "demo/records/run-a.jsonl:2"]
+    assert loaded.tables()["trial"].empty
+
+
+def test_torn_last_line_is_reported_and_the_next_append_starts_a_new_line(tmp_path, cli):
+    path = records.append(tmp_path, rental())
+    intact = path.read_bytes()
+    with open(path, "ab") as handle:
+        handle.write(b'{"schema_version": 1, "kind": "ren')  # a crash mid-write
+    torn = path.read_bytes()
+    code, out, _ = cli("check", tmp_path)
+    assert code == 1 and "demo/records/run-a.jsonl:2: incomplete last line" in out
+    later = rental()
+    records.append(tmp_path, later)
+    data = path.read_bytes()
+    assert data.startswith(torn)  # the old bytes are never touched
+    assert data.startswith(intact)
+    loaded = records.load(tmp_path)
+    assert [r["record_id"] for r in loaded.records][-1] == later["record_id"]
+    assert len(loaded.problems) == 1
+    assert loaded.problems[0].startswith("demo/records/run-a.jsonl:2: not valid JSON (Unterminated string")
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from generator import records
+    runs, run_id, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    for index in range(count):
+        record = records.make_record("rental", campaign="demo", run_id=run_id, gpu="rtx-4090", lots=1, days=3,
+            start="2026-09-28T09:00", catalog_version="2026-09-24", price_per_lot="47.14", total="47.14",
+            currency="USD", cards_per_lot=1, gpus=1, receipt=None, note="x" * 20000 + str(index))
+        records.append(runs, record)
+        print(record["record_id"], flush=True)
+""")
+
+
+@pytest.mark.slow
+def test_writer_killed_with_sigkill_loses_no_acknowledged_record(tmp_path, cli):
+    """Every record the writer reported as written survives a SIGKILL; check reports at most a torn tail."""
+    for attempt in range(3):
+        process = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), f"run-{attempt}", "100000"],
+                                   stdout=subprocess.PIPE, text=True)
+        acknowledged = [process.stdout.readline().strip() for _ in range(20 + attempt * 7)]
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        acknowledged += [line.strip() for line in process.stdout if line.strip()]
+        process.stdout.close()
+        loaded = records.load(tmp_path)
+        ids = {record["record_id"] for record in loaded.records}
+        assert set(acknowledged) <= ids
+        assert all("incomplete last line" in problem for problem in loaded.problems), loaded.problems
+    code, out, _ = cli("check", tmp_path)
+    assert code in (0, 1) and "Traceback" not in out
+
+
+@pytest.mark.slow
+def test_concurrent_writers_produce_every_record_exactly_once(tmp_path):
+    # Half the writers share one run file (the lock keeps lines whole), half have their own.
+    processes = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), f"run-{index % 2 if index < 4 else index}", "40"],
+                         stdout=subprocess.PIPE, text=True)
+        for index in range(6)
+    ]
+    written = []
+    for process in processes:
+        out, _ = process.communicate(timeout=120)
+        assert process.returncode == 0
+        written += out.split()
+    loaded = records.load(tmp_path)
+    assert loaded.problems == []
+    assert sorted(record["record_id"] for record in loaded.records) == sorted(written)
+    assert len(written) == 240
+
+
+def test_copied_folders_merge_each_record_once(tmp_path):
+    machine_a, machine_b, merged = tmp_path / "a", tmp_path / "b", tmp_path / "merged"
+    shared = rental(run_id="run-shared")
+    records.append(machine_a, shared)
+    records.append(machine_b, shared)  # the same record copied to both machines
+    records.append(machine_b, rental(run_id="run-b"))
+    for source in (machine_a, machine_b):
+        for path in source.rglob("*.jsonl"):
+            target = merged / "copies" / source.name / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+    loaded = records.load(merged)
+    assert loaded.problems == []
+    assert len(loaded.records) == 2
+
+
+def test_same_record_id_with_other_content_is_reported(tmp_path):
+    original = rental()
+    records.append(tmp_path, original)
+    forged = dict(original, run_id="run-b", total="1.00")
+    records.append(tmp_path, forged)
+    loaded = records.load(tmp_path)
+    assert len(loaded.records) == 1
+    assert "already read with other content" in loaded.problems[0]
+
+
+@pytest.mark.parametrize("bad_path", ["/etc/passwd", "../outside.pdf", "demo/../../x", "C:/receipt.pdf", "a\\b"])
+def test_paths_that_leave_the_runs_folder_are_refused(tmp_path, bad_path):
+    record = rental(receipt={"path": bad_path, "sha256": SHA, "size_bytes": 1})
+    with pytest.raises(UserError, match="relative to the runs folder"):
+        records.append(tmp_path, record)
+    assert not list(tmp_path.rglob("*.jsonl"))
+
+
+def test_invalid_records_are_refused_on_write_and_listed_on_read(tmp_path, cli):
+    with pytest.raises(UserError, match="lots"):
+        records.append(tmp_path, rental(lots=0))
+    folder = tmp_path / "demo" / "records"
+    folder.mkdir(parents=True)
+    good = rental()
+    lines = [
+        json.dumps(good),
+        "[1, 2]",
+        json.dumps({**rental(), "kind": "invoice"}),
+        json.dumps({**rental(), "total": 220.0}),
+        json.dumps({**rental(), "schema_version": 99}),
+        json.dumps({**rental(), "schema_version": "one"}),
+        "\udcff".encode("utf-8", "surrogateescape").decode("latin-1"),
+    ]
+    (folder / "hand.jsonl").write_bytes("\n".join(lines[:-1]).encode() + b"\n\xff\xfe\n")
+    code, out, _ = cli("check", tmp_path)
+    assert code == 1
+    problems = out.splitlines()[:-1]
+    assert problems == [
+        "demo/records/hand.jsonl:2: a record must be a JSON object, not list",
+        "demo/records/hand.jsonl:3: kind: 'invoice' is not one of ['manifest', 'trial', 'rental', 'deliverable']",
+        "demo/records/hand.jsonl:4: total: 220.0 is not of type 'string'",
+        "demo/records/hand.jsonl:5: schema_version 99 is newer than this iteralab understands (1): upgrade iteralab to read it",
+        "demo/records/hand.jsonl:6: schema_version 'one' is not a positive integer",
+        "demo/records/hand.jsonl:7: not valid UTF-8",
+    ]
+    assert out.splitlines()[-1].startswith("1 records")
+
+
+def test_check_on_a_clean_folder_exits_zero_and_counts(tmp_path, cli):
+    records.append(tmp_path, rental())
+    code, out, _ = cli("check", tmp_path, "--json")
+    assert code == 0 and json.loads(out)["by_kind"]["rental"] == 1
+
+
+def test_check_on_a_missing_folder_is_a_user_error(tmp_path, cli):
+    code, _, err = cli("check", tmp_path / "nowhere")
+    assert code == 1 and "is not a folder" in err
+
+
+def test_campaign_names_that_are_not_folder_names_are_refused(tmp_path):
+    with pytest.raises(UserError, match="not a valid name"):
+        records.append(tmp_path, rental(campaign="../evil"))
+
+
+def test_migrations_run_in_order_up_to_the_current_version(monkeypatch):
+    monkeypatch.setattr(records, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(records, "MIGRATIONS", {
+        2: lambda record: {**record, "schema_version": 2, "steps": ["2"]},
+        3: lambda record: {**record, "schema_version": 3, "steps": [*record["steps"], "3"]},
+    })
+    assert records.upgrade({"schema_version": 1})["steps"] == ["2", "3"]
+
+
+def test_records_are_written_in_one_line_each(tmp_path):
+    record = rental(note="line one\nline two <script>")
+    path = records.append(tmp_path, record)
+    assert path.read_text(encoding="utf-8").count("\n") == 1
+    assert records.load(tmp_path).records[0]["note"] == "line one\nline two <script>"
+
+
+def test_writing_into_a_full_disk_gives_a_clear_error_and_keeps_earlier_records(tmp_path):
+    import resource
+
+    path = records.append(tmp_path, rental())
+    before = path.read_bytes()
+    code = textwrap.dedent(f"""
+        import resource, signal, sys
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, ({len(before) + 100}, {len(before) + 100}))
+        from generator import records
+        from generator.errors import UserError
+        record = records.make_record("rental", campaign="demo", run_id="run-a", gpu="rtx-4090", lots=1, days=3,
+            start="s", catalog_version="v", price_per_lot="1.00", total="1.00", currency="USD",
+            cards_per_lot=1, gpus=1, receipt=None, note="x" * 5000)
+        try:
+            records.append(sys.argv[1], record)
+        except UserError as error:
+            print(error)
+            sys.exit(1)
+    """)
+    del resource
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "untouched" in result.stdout
+    assert path.read_bytes().startswith(before)
+    loaded = records.load(tmp_path)
+    assert len(loaded.records) == 1
+
+
+def test_append_is_flushed_to_disk(tmp_path, monkeypatch):
+    calls = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd)))
+    records.append(tmp_path, rental())
+    assert calls, "append must fsync"
+    time.sleep(0)
