@@ -289,7 +289,8 @@ def load(runs_dir: Path) -> Loaded:
     if not runs_dir.is_dir():
         raise UserError(f"{runs_dir} is not a folder: pass the runs folder that holds the records")
     seen: dict[str, tuple[dict, str]] = {}
-    for path in sorted(runs_dir.rglob("*.jsonl")):
+    # Only records/ folders hold records; corpus copies under inputs/ are JSONL too.
+    for path in sorted(p for p in runs_dir.rglob("*.jsonl") if p.parent.name == "records"):
         shown = path.relative_to(runs_dir).as_posix()
         found, problems = read_file(path, shown)
         loaded.problems.extend(problems)

@@ -33,3 +33,24 @@ def run_module(*args, cwd=None, env=None, timeout=120):
         [sys.executable, "-m", "generator", *map(str, args)],
         cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
     )
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """A randomly initialised 1-layer BERT saved on disk (shared by the session, never modified)."""
+    from tests.tiny import build_model
+
+    return build_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture
+def tiny_campaign(tmp_path, tiny_model):
+    """Write a tiny corpus and campaign; return a function to write more campaign files."""
+    from tests.tiny import corpus_rows, write_campaign, write_corpus
+
+    corpus = write_corpus(tmp_path / "corpus.jsonl", corpus_rows())
+
+    def make(**options):
+        return write_campaign(tmp_path, tiny_model, corpus, **options)
+
+    return make

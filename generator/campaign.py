@@ -1,0 +1,245 @@
+"""Campaign files (TOML): corpus, model, protocol and variants, validated before any timing."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from generator.errors import UserError
+from generator.records import NAME_PATTERN
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+QUANTIZATIONS = ("none", "dynamic-int8")
+ATTENTIONS = ("eager", "sdpa")
+PADDINGS = ("longest", "max_length")
+TRUNCATIONS = ("truncate", "refuse")
+THRESHOLD_METRICS = ("accuracy", "macro_f1")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One configuration; a series changes one of these fields at a time."""
+
+    name: str
+    series: str
+    batch_size: int
+    precision: str
+    quantization: str
+    compile: bool
+    attention: str
+    length_sorted: bool
+    device: str
+
+    def config(self) -> dict:
+        """Return the settings as a plain dict (the name excluded)."""
+        settings = asdict(self)
+        settings.pop("name")
+        return settings
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A validated campaign file."""
+
+    source: Path
+    name: str
+    title: str
+    corpus_path: Path
+    split: str
+    model_path: Path
+    model_revision: str | None
+    protocol: dict
+    variants: tuple[Variant, ...]
+
+    def variant(self, name: str) -> Variant:
+        """Return the variant called NAME."""
+        return next(variant for variant in self.variants if variant.name == name)
+
+
+def protocol_fingerprint(protocol: dict, corpus_fingerprint: str) -> str:
+    """Hash the protocol together with the corpus it was fixed for."""
+    canonical = json.dumps({"protocol": protocol, "corpus": corpus_fingerprint}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class _Table:
+    """Read typed values from one TOML table, naming the file and key on any mistake."""
+
+    def __init__(self, data, where: str, source: Path):
+        if not isinstance(data, dict):
+            raise UserError(f"{source}: [{where}] must be a table")
+        self.data, self.where, self.source, self.used = data, where, source, set()
+
+    def fail(self, key: str, message: str):
+        raise UserError(f"{self.source}: [{self.where}] {key}: {message}")
+
+    def get(self, key, kind, default=..., choices=None, minimum=None):
+        self.used.add(key)
+        if key not in self.data:
+            if default is ...:
+                close = difflib.get_close_matches(key, [str(k) for k in self.data], n=1)
+                self.fail(key, "is required" + (f" (found {close[0]}: check the spelling)" if close else ""))
+            return default
+        value = self.data[key]
+        if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+            self.fail(key, f"must be a whole number, not {value!r}")
+        if kind is float and (isinstance(value, bool) or not isinstance(value, int | float)):
+            self.fail(key, f"must be a number, not {value!r}")
+        if kind in (str, bool, dict) and not isinstance(value, kind):
+            self.fail(key, f"must be {'a string' if kind is str else 'true or false' if kind is bool else 'a table'}, not {value!r}")
+        if choices is not None and value not in choices:
+            self.fail(key, f"{value!r} is not one of {', '.join(map(str, choices))}")
+        if minimum is not None and value < minimum:
+            self.fail(key, f"must be at least {minimum}, not {value!r}")
+        return value
+
+    def finish(self):
+        unknown = sorted(set(self.data) - self.used)
+        if unknown:
+            raise UserError(f"{self.source}: [{self.where}] unknown key(s) {', '.join(unknown)}; check the spelling")
+
+
+def load_campaign(path: Path | str) -> Campaign:
+    """Read and validate a campaign file; every mistake names the file, table and key."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"campaign file {path} does not exist") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"{path}: not valid TOML ({error})") from None
+    base = path.parent
+    top = _Table(data, "campaign file", path)
+    name = top.get("campaign", str)
+    if not NAME_PATTERN.match(name):
+        top.fail("campaign", f"{name!r} must be letters, digits, '.', '_' or '-' (it names a folder)")
+    title = top.get("title", str, default=name)
+    corpus = _Table(top.get("corpus", dict), "corpus", path)
+    corpus_path = base / corpus.get("path", str)
+    split = corpus.get("split", str, choices=("tuning", "final"))
+    corpus.finish()
+    model = _Table(top.get("model", dict), "model", path)
+    model_path = base / model.get("path", str)
+    revision = model.get("revision", str, default=None)
+    model.finish()
+    variants = _variants(top.get("variants", list), path)
+    protocol = _protocol(_Table(top.get("protocol", dict), "protocol", path), {v.name for v in variants})
+    top.finish()
+    return Campaign(path, name, title, corpus_path, split, model_path, revision, protocol, variants)
+
+
+def _protocol(table: _Table, variant_names: set[str]) -> dict:
+    protocol = {
+        "repetitions": table.get("repetitions", int, default=5, minimum=1),
+        "max_length": table.get("max_length", int, minimum=1),
+        "padding": table.get("padding", str, choices=PADDINGS),
+        "truncation": table.get("truncation", str, choices=TRUNCATIONS),
+        "seed": table.get("seed", int),
+        "deterministic": table.get("deterministic", bool, default=True),
+        "reference_variant": table.get("reference_variant", str),
+        "buckets": _buckets(table),
+        "thresholds": _thresholds(table),
+        "min_agreement": table.get("min_agreement", float, default=None),
+        "warmup": _warmup(table),
+        "measured_window": "read corpus, tokenize, host-to-device transfer, inference, predictions on host",
+    }
+    if protocol["reference_variant"] not in variant_names:
+        table.fail("reference_variant", f"{protocol['reference_variant']!r} is not a declared variant")
+    if protocol["min_agreement"] is not None and not 0 <= protocol["min_agreement"] <= 1:
+        table.fail("min_agreement", "must be between 0 and 1")
+    table.finish()
+    return protocol
+
+
+def _buckets(table: _Table) -> list[dict]:
+    raw = table.get("buckets", dict)
+    buckets, previous = [], 0
+    for index, (name, limit) in enumerate(raw.items()):
+        last = index == len(raw) - 1
+        if limit == "rest" and last:
+            buckets.append({"name": name, "min_tokens": previous + 1, "max_tokens": None})
+            continue
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= previous:
+            table.fail(f"buckets.{name}", f"must be a token limit above {previous} (or \"rest\" for the last bucket), not {limit!r}")
+        buckets.append({"name": name, "min_tokens": previous + 1, "max_tokens": limit})
+        previous = limit
+    if not buckets:
+        table.fail("buckets", "declare at least one length bucket, e.g. short = 24, medium = 40, long = \"rest\"")
+    return buckets
+
+
+def _thresholds(table: _Table) -> dict:
+    raw = table.get("thresholds", dict, default={})
+    for metric, value in raw.items():
+        if metric not in THRESHOLD_METRICS:
+            table.fail(f"thresholds.{metric}", f"unknown metric; use {', '.join(THRESHOLD_METRICS)}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            table.fail(f"thresholds.{metric}", f"must be a number between 0 and 1, not {value!r}")
+    return {metric: float(value) for metric, value in raw.items()}
+
+
+def _warmup(table: _Table) -> dict:
+    warmup = _Table(table.get("warmup", dict), "protocol.warmup", table.source)
+    rule = {
+        "batches": warmup.get("batches", int, minimum=0),
+        "passes": warmup.get("passes", int, default=1, minimum=1),
+        "inputs": "the first batches of the corpus in the variant's processing order",
+        "recompilation": warmup.get(
+            "recompilation", str,
+            default="torch.compile compiles during the compilation phase on the first batch; "
+                    "recompilations for new shapes fall in the measured window and are not hidden"),
+    }
+    warmup.finish()
+    return rule
+
+
+def _variants(raw: list, source: Path) -> tuple[Variant, ...]:
+    if not raw:
+        raise UserError(f"{source}: declare at least one [[variants]] table")
+    variants, names = [], set()
+    for index, data in enumerate(raw, start=1):
+        table = _Table(data, f"variants.{index}", source)
+        name = table.get("name", str)
+        if not NAME_PATTERN.match(name) or name in names:
+            table.fail("name", f"{name!r} must be unique and use letters, digits, '.', '_' or '-'")
+        names.add(name)
+        device = table.get("device", str, default="cpu")
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+            table.fail("device", f"{device!r} is not cpu, cuda or cuda:N")
+        variant = Variant(
+            name=name,
+            series=table.get("series", str, default="main"),
+            batch_size=table.get("batch_size", int, minimum=1),
+            precision=table.get("precision", str, default="fp32", choices=PRECISIONS),
+            quantization=table.get("quantization", str, default="none", choices=QUANTIZATIONS),
+            compile=table.get("compile", bool, default=False),
+            attention=table.get("attention", str, default="sdpa", choices=ATTENTIONS),
+            length_sorted=table.get("length_sorted", bool, default=False),
+            device=device,
+        )
+        if variant.quantization == "dynamic-int8" and (variant.device != "cpu" or variant.precision != "fp32"):
+            table.fail("quantization", "dynamic-int8 runs on the cpu device from fp32 weights only")
+        table.finish()
+        variants.append(variant)
+    return tuple(variants)
+
+
+def rotation(variants: list[str], repetitions: int, reference: str) -> list[tuple[str, int]]:
+    """Plan (variant, repetition) pairs: each round rotates the order so no variant is always first.
+
+    The reference variant leads the first round so every later trial has reference predictions
+    to be compared with.
+    """
+    order = [reference, *(name for name in variants if name != reference)]
+    plan = []
+    for round_index in range(repetitions):
+        shift = round_index % len(order)
+        plan.extend((name, round_index + 1) for name in order[shift:] + order[:shift])
+    return plan

@@ -1,0 +1,136 @@
+"""What the manifest says about the machine, software and model files; unknowns carry a reason."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import generator
+
+LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "pandas")
+TOKENIZER_FILE_PREFIXES = ("tokenizer", "vocab", "special_tokens_map", "merges", "spiece", "sentencepiece")
+
+
+def sha256_file(path: Path) -> str:
+    """Return the hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def model_files(model_dir: Path, revision: str | None = None) -> dict:
+    """Hash every file of a local model folder; the revision is the hash of those hashes unless given."""
+    files = {
+        path.relative_to(model_dir).as_posix(): sha256_file(path)
+        for path in sorted(model_dir.rglob("*"))
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(model_dir).parts)
+    }
+    listing = "".join(f"{name} {digest}\n" for name, digest in files.items())
+    return {
+        "directory_name": model_dir.name,
+        "files_sha256": files,
+        "tokenizer_files": [name for name in files if name.split("/")[-1].startswith(TOKENIZER_FILE_PREFIXES)],
+        "revision": revision or "sha256:" + hashlib.sha256(listing.encode()).hexdigest(),
+        "revision_source": "declared in the campaign file" if revision else "sha256 of the model folder's file hashes",
+    }
+
+
+def _with_reason(value, reason: str) -> tuple:
+    return (value, None) if value is not None else (None, reason)
+
+
+def code_version() -> dict:
+    """Return the package version and, when run from a git checkout, its commit."""
+    folder = Path(generator.__file__).resolve().parent.parent
+    commit, reason, dirty = None, None, None
+    if shutil.which("git") is None:
+        reason = "git is not installed"
+    else:
+        result = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True)
+        if result.returncode != 0:
+            reason = "the package is not installed from a git checkout"
+        else:
+            commit = result.stdout.strip()
+            status = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+                                    capture_output=True, text=True)
+            dirty = bool(status.stdout.strip())
+    return {"package": "iteralab", "version": generator.__version__, "git_commit": commit,
+            "git_commit_reason": reason, "git_uncommitted_changes": dirty}
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _driver_version() -> tuple:
+    if shutil.which("nvidia-smi") is None:
+        return None, "nvidia-smi is not installed"
+    result = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                            capture_output=True, text=True, timeout=30)
+    if result.returncode != 0 or not result.stdout.strip():
+        return None, f"nvidia-smi failed: {result.stderr.strip()[:200] or 'no output'}"
+    return result.stdout.strip().splitlines()[0], None
+
+
+def environment() -> dict:
+    """Describe Python, libraries, accelerator stack, GPUs, CPU, memory and threads."""
+    import psutil
+    import torch
+
+    libraries = {}
+    for name in LIBRARIES:
+        try:
+            libraries[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            libraries[name] = None
+    info = {
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "hostname": platform.node(),
+        "libraries": libraries,
+    }
+    cuda_available = torch.cuda.is_available()
+    info["cuda_version"], info["cuda_version_reason"] = _with_reason(torch.version.cuda, "this torch build has no CUDA")
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    info["cudnn_version"], info["cudnn_version_reason"] = _with_reason(cudnn, "cuDNN is not available to this torch build")
+    info["hip_version"], info["hip_version_reason"] = _with_reason(getattr(torch.version, "hip", None), "this torch build has no ROCm/HIP")
+    if cuda_available:
+        info["driver_version"], info["driver_version_reason"] = _driver_version()
+        gpus = []
+        for index in range(torch.cuda.device_count()):
+            properties = torch.cuda.get_device_properties(index)
+            gpus.append({"index": index, "name": properties.name, "total_memory_bytes": properties.total_memory})
+        info["gpus"], info["gpus_reason"] = gpus, None
+    else:
+        info["driver_version"], info["driver_version_reason"] = None, "no CUDA device visible to torch"
+        info["gpus"], info["gpus_reason"] = None, "no CUDA device visible to torch"
+    info["gpu_count"] = torch.cuda.device_count() if cuda_available else 0
+    info["cpu"] = {
+        "model": _cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+    }
+    info["ram_bytes"] = psutil.virtual_memory().total
+    info["threads"] = {
+        "torch_intra_op": torch.get_num_threads(),
+        "torch_inter_op": torch.get_num_interop_threads(),
+        **{name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM")},
+    }
+    info["hf_hub_offline"] = os.environ.get("HF_HUB_OFFLINE")
+    return info

@@ -1,0 +1,444 @@
+"""Run a campaign: protocol frozen first, rotated trials, every outcome appended as a record."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from generator import records
+from generator.campaign import Campaign, load_campaign, protocol_fingerprint, rotation
+from generator.corpus import Corpus, load_corpus
+from generator.errors import UserError
+from generator.quality import check_format, check_ids, evaluate
+from generator.trial import (
+    Inference,
+    Interrupted,
+    PhaseClock,
+    gpu_memory_context,
+    load_model,
+    out_of_memory_errors,
+    release,
+)
+
+
+@dataclass
+class Prepared:
+    """Everything fixed before the first timing: inputs, fingerprints, plan."""
+
+    campaign: Campaign
+    corpus: Corpus
+    corpus_copy: str
+    fingerprint: str
+    labels: list[str]
+    token_counts: dict[str, int]
+    bucket_of: dict[str, str]
+    bucket_counts: dict[str, int]
+    truncated: int
+    plan: list[tuple[str, int]]
+    reference: dict | None = None
+
+
+@dataclass
+class RunResult:
+    """What one runner invocation wrote."""
+
+    run_id: str
+    records_file: Path | None
+    manifest: dict | None
+    trials: list[dict] = field(default_factory=list)
+    interrupted: bool = False
+
+
+def _model_config(model_dir: Path) -> dict:
+    config_file = model_dir / "config.json"
+    if not config_file.is_file():
+        raise UserError(f"model folder {model_dir} has no config.json: the runner loads local models only "
+                        "(HF_HUB_OFFLINE=1, nothing is downloaded); point [model] path at a saved model folder")
+    try:
+        return json.loads(config_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"{config_file}: not valid JSON ({error})") from None
+
+
+def _labels(config: dict, source: Path) -> list[str]:
+    id2label = config.get("id2label")
+    if not isinstance(id2label, dict) or not id2label:
+        raise UserError(f"{source}/config.json has no id2label: the classifier's labels must be named")
+    return [str(id2label[key]) for key in sorted(id2label, key=int)]
+
+
+def prepare(campaign_file: Path | str, runs_dir: Path | str) -> Prepared:
+    """Validate the campaign, corpus, model folder and existing records; plan the trials."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    campaign = load_campaign(campaign_file)
+    runs_dir = Path(runs_dir)
+    config = _model_config(campaign.model_path)
+    labels = _labels(config, campaign.model_path)
+    corpus = load_corpus(campaign.corpus_path)
+    protocol = campaign.protocol
+    unknown = sorted({entry.label for entry in corpus.entries if entry.label is not None} - set(labels))
+    if unknown:
+        raise UserError(f"{campaign.corpus_path}: gold label(s) {', '.join(unknown)} are not labels of the model ({', '.join(labels)})")
+    if protocol["thresholds"] and not corpus.labelled:
+        raise UserError(f"{campaign.source}: [protocol] thresholds on {', '.join(protocol['thresholds'])} need gold labels, "
+                        f"but {campaign.corpus_path} has entries without a label")
+    token_counts = _token_counts(campaign, corpus)
+    over = [entry.id for entry in corpus.entries if token_counts[entry.id] > protocol["max_length"]]
+    if over and protocol["truncation"] == "refuse":
+        raise UserError(f"{campaign.corpus_path}: {len(over)} entries exceed max_length {protocol['max_length']} tokens "
+                        f"(first: {', '.join(over[:5])}) and the protocol refuses truncation")
+    bucket_of = {entry_id: _bucket(count, protocol["buckets"]) for entry_id, count in token_counts.items()}
+    fingerprint = protocol_fingerprint(protocol, corpus.fingerprint)
+    _refuse_changed_protocol(campaign, runs_dir, fingerprint)
+    plan = rotation([variant.name for variant in campaign.variants], protocol["repetitions"], protocol["reference_variant"])
+    prepared = Prepared(
+        campaign, corpus, f"{campaign.name}/inputs/{corpus.file_sha256[:16]}{campaign.corpus_path.suffix.lower()}",
+        fingerprint, labels, token_counts, bucket_of,
+        {bucket["name"]: sum(1 for b in bucket_of.values() if b == bucket["name"]) for bucket in protocol["buckets"]},
+        len(over), plan)
+    _check_devices(campaign)
+    return prepared
+
+
+def _token_counts(campaign: Campaign, corpus: Corpus) -> dict[str, int]:
+    import transformers
+    from transformers import AutoTokenizer
+
+    transformers.logging.set_verbosity_error()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(campaign.model_path, local_files_only=True)
+    except (OSError, ValueError) as error:
+        raise UserError(f"cannot load the tokenizer from {campaign.model_path}: {str(error).splitlines()[0]}") from None
+    lengths = tokenizer([entry.text for entry in corpus.entries], add_special_tokens=True)["input_ids"]
+    return {entry.id: len(ids) for entry, ids in zip(corpus.entries, lengths, strict=True)}
+
+
+def _bucket(count: int, buckets: list[dict]) -> str:
+    for bucket in buckets:
+        if bucket["max_tokens"] is None or count <= bucket["max_tokens"]:
+            return bucket["name"]
+    return "above every bucket limit"
+
+
+def _check_devices(campaign: Campaign) -> None:
+    import torch
+
+    for variant in campaign.variants:
+        if variant.device.startswith("cuda") and not torch.cuda.is_available():
+            raise UserError(f"{campaign.source}: variant {variant.name} asks for {variant.device}, "
+                            "but torch sees no CUDA device here; run it on a GPU machine or set device = \"cpu\"")
+
+
+def _campaign_records(runs_dir: Path, name: str) -> list[dict]:
+    folder = runs_dir / name
+    if not folder.is_dir():
+        return []
+    return [record for record in records.load(folder).records if record["campaign"] == name]
+
+
+def _refuse_changed_protocol(campaign: Campaign, runs_dir: Path, fingerprint: str) -> None:
+    for record in _campaign_records(runs_dir, campaign.name):
+        if record["kind"] in ("manifest", "trial") and record["protocol_fingerprint"] != fingerprint:
+            raise UserError(
+                f"campaign {campaign.name} already holds records under protocol {record['protocol_fingerprint'][:12]} "
+                f"(e.g. {record['record_id']}), but {campaign.source} gives protocol {fingerprint[:12]}: a changed protocol "
+                f"or corpus is a new campaign revision; set campaign = \"{campaign.name}-r2\" or restore the protocol")
+        if record["kind"] == "trial" and record["variant"] in {v.name for v in campaign.variants}:
+            declared = campaign.variant(record["variant"]).config()
+            if record["variant_config"] != declared:
+                raise UserError(f"variant {record['variant']} of campaign {campaign.name} was recorded with other settings "
+                                f"({record['record_id']}); a changed variant needs a new name")
+
+
+def _reference_from_records(prepared: Prepared, runs_dir: Path) -> dict | None:
+    name = prepared.campaign.protocol["reference_variant"]
+    for record in _campaign_records(runs_dir, prepared.campaign.name):
+        if record["kind"] == "trial" and record["variant"] == name and record["status"] == "ok" and record["predictions"]:
+            path = runs_dir / record["predictions"]["path"]
+            if path.is_file():
+                return {"variant": name, "trial_id": record["record_id"], "predictions": _read_predictions(path)}
+    return None
+
+
+def _read_predictions(path: Path) -> dict[str, str]:
+    with open(path, encoding="utf-8", newline="") as handle:
+        return {row["id"]: row["label"] for row in csv.DictReader(handle)}
+
+
+class _Signals:
+    """Turn SIGINT/SIGTERM into Interrupted, but never while a record is being appended."""
+
+    def __init__(self):
+        self.received, self.delivered, self.protected, self.previous = None, False, False, {}
+
+    def __enter__(self):
+        for number in (signal.SIGINT, signal.SIGTERM):
+            self.previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+
+    def _handle(self, number, frame):
+        if self.received:
+            return  # already stopping: a second signal must not cut the record of the first
+        self.received = signal.Signals(number).name
+        if not self.protected:
+            self.delivered = True
+            raise Interrupted(self.received)
+
+    def append(self, runs_dir: Path, record: dict) -> Path:
+        self.protected = True
+        try:
+            return records.append(runs_dir, record)
+        finally:
+            self.protected = False
+            if self.received and not self.delivered:
+                self.delivered = True
+                raise Interrupted(self.received)
+
+
+def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = "runs", quiet: bool = False,
+                 progress=None) -> RunResult:
+    """Run every planned trial of a campaign and append manifest and trial records."""
+
+    from generator.environment import code_version, environment, model_files
+
+    runs_dir = Path(runs_dir)
+    prepared = prepare(campaign_file, runs_dir)
+    campaign = prepared.campaign
+    run_id = records.new_run_id()
+    _copy_corpus(prepared, runs_dir)
+    manifest = records.make_record(
+        "manifest", campaign=campaign.name, run_id=run_id,
+        title=campaign.title, protocol_fingerprint=prepared.fingerprint, protocol=campaign.protocol,
+        corpus={"path": prepared.corpus_copy, "fingerprint": prepared.corpus.fingerprint, "file_sha256": prepared.corpus.file_sha256,
+                "entries": len(prepared.corpus.entries), "split": campaign.split, "labelled": prepared.corpus.labelled,
+                "processing_order": "file order; variants with length_sorted sort by token count inside the measured window",
+                "bucket_counts": prepared.bucket_counts, "truncated_entries": prepared.truncated,
+                "source_name": campaign.corpus_path.name},
+        model={**model_files(campaign.model_path, campaign.model_revision), "labels": prepared.labels},
+        environment=environment(), code_version=code_version(),
+        variants={variant.name: variant.config() for variant in campaign.variants},
+        plan=[{"sequence": index, "variant": name, "repetition": repetition}
+              for index, (name, repetition) in enumerate(prepared.plan, start=1)],
+        seed=campaign.protocol["seed"], deterministic=campaign.protocol["deterministic"],
+    )
+    result = RunResult(run_id, None, manifest)
+    progress = progress or Progress(quiet=quiet)
+    prepared.reference = _reference_from_records(prepared, runs_dir)
+    with _Signals() as signals:
+        try:
+            result.records_file = signals.append(runs_dir, manifest)
+            for sequence, (name, repetition) in enumerate(prepared.plan, start=1):
+                trial = execute(prepared, runs_dir, manifest, campaign.variant(name), repetition, sequence, signals, progress)
+                result.trials.append(trial)
+                if trial["status"] == "interrupted":
+                    result.interrupted = True
+                    break
+        except Interrupted:
+            result.interrupted = True
+    progress.close()
+    return result
+
+
+def _copy_corpus(prepared: Prepared, runs_dir: Path) -> None:
+    target = runs_dir / prepared.corpus_copy
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_suffix(target.suffix + ".partial")
+        shutil.copyfile(prepared.campaign.corpus_path, temporary)
+        os.replace(temporary, target)
+
+
+def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetition: int, sequence: int,
+            signals: _Signals, progress) -> dict:
+    """Execute one trial and append its record, whatever happened."""
+    import torch
+
+    campaign, protocol = prepared.campaign, prepared.campaign.protocol
+    trial_id = records.new_id("trial")
+    clock = PhaseClock(variant.device)
+    status, error, inference, predictions, quality, id_check, prediction_file = "ok", None, None, None, None, None, None
+    progress.start(f"{sequence}/{len(prepared.plan)} {variant.name} rep {repetition}", len(prepared.corpus.entries))
+    try:
+        with clock.phase("environment_check"):
+            if variant.device.startswith("cuda") and not torch.cuda.is_available():
+                raise RuntimeError(f"{variant.device} is not available")
+            torch.manual_seed(protocol["seed"])
+            torch.use_deterministic_algorithms(protocol["deterministic"], warn_only=True)
+        with clock.phase("model_load"):
+            tokenizer, model = load_model(campaign.model_path, variant)
+        if variant.compile:
+            with clock.phase("compilation"):
+                model = torch.compile(model)
+                inference = Inference(tokenizer, model, variant, protocol)
+                inference.warmup(list(prepared.corpus.entries), prepared.token_counts, 1, 1)
+        else:
+            clock.skip("compilation", "torch.compile is off for this variant")
+            inference = Inference(tokenizer, model, variant, protocol)
+        with clock.phase("warmup"):
+            inference.warmup(list(prepared.corpus.entries), prepared.token_counts,
+                             protocol["warmup"]["batches"], protocol["warmup"]["passes"])
+        inference.completed = 0
+        progress.attach(inference)
+        with clock.phase("measured_window"):
+            predictions = inference.measured(runs_dir / prepared.corpus_copy)
+        with clock.phase("evaluation"):
+            id_check = check_ids(prepared.corpus.ids, [entry_id for entry_id, _, _ in predictions])
+            format_problems = check_format(predictions, prepared.labels)
+            reference = prepared.reference
+            if reference is None and variant.name == protocol["reference_variant"]:
+                reference = {"variant": variant.name, "trial_id": trial_id,
+                             "predictions": {entry_id: label for entry_id, label, _ in predictions}}
+            quality = evaluate(predictions=predictions, gold={e.id: e.label for e in prepared.corpus.entries},
+                               bucket_of=prepared.bucket_of, bucket_names=[b["name"] for b in protocol["buckets"]],
+                               reference=reference, protocol=protocol)
+            quality["format_ok"], quality["format_problems"] = not format_problems, format_problems
+        with clock.phase("writing_results"):
+            prediction_file = _write_predictions(runs_dir, campaign.name, trial_id, predictions)
+        if prepared.reference is None and variant.name == protocol["reference_variant"]:
+            prepared.reference = reference
+    except out_of_memory_errors() as exc:
+        status, error = "oom", _describe(exc)
+    except Interrupted as exc:
+        status, error = "interrupted", f"received {exc.args[0]}"
+    except Exception as exc:
+        status, error = "error", _describe(exc)
+    failed_phase = clock.current if status != "ok" else None
+    completed = inference.completed if inference is not None and clock.current in ("measured_window", "evaluation", "writing_results") else 0
+    accepted = (status == "ok" and id_check["ids_match"] and quality["format_ok"] and quality["passed"])
+    trial = records.make_record(
+        "trial", campaign=campaign.name, run_id=manifest["run_id"], protocol_fingerprint=prepared.fingerprint,
+        manifest_id=manifest["record_id"], variant=variant.name, variant_config=variant.config(),
+        series=variant.series, repetition=repetition, sequence=sequence, status=status, failed_phase=failed_phase,
+        error=error, entries_expected=len(prepared.corpus.entries),
+        entries_completed=completed if status != "ok" else len(predictions),
+        truncated_entries=prepared.truncated, phases=clock.finish(failed_phase),
+        gpu_event_durations=None, gpu_event_durations_reason="not recorded: host timers with CUDA synchronisation are the measure",
+        memory=gpu_memory_context(variant.device, clock.host_scope),
+        predictions=prediction_file, id_check=id_check, quality=quality, corpus_accepted=bool(accepted),
+        throughput_entries_per_s=_throughput(clock, predictions) if status == "ok" else None,
+    )
+    trial["record_id"] = trial_id
+    del inference
+    release(variant.device)
+    progress.done(status)
+    signals.append(runs_dir, trial)
+    return trial
+
+
+def _throughput(clock: PhaseClock, predictions) -> float | None:
+    duration = clock.phases["measured_window"]["duration_ns"]
+    return len(predictions) / (duration / 1e9) if duration else None
+
+
+def _describe(exc: BaseException) -> str:
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f" (at {Path(frame.filename).name}:{frame.lineno})" if frame else ""
+    return f"{type(exc).__name__}: {str(exc).strip()[:500]}{where}"
+
+
+def _write_predictions(runs_dir: Path, campaign: str, trial_id: str, predictions) -> dict:
+    relative = f"{campaign}/predictions/{trial_id}.csv"
+    path = runs_dir / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "x", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["id", "label", "score"])
+        writer.writerows((entry_id, label, repr(score)) for entry_id, label, score in predictions)
+        handle.flush()
+        os.fsync(handle.fileno())
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return {"path": relative, "sha256": digest, "format": "csv: id,label,score (score = softmax probability of the label)"}
+
+
+def summarize(trials: list[dict]) -> list[dict]:
+    """Per variant: measured-window seconds in run order, median, min, max, ok/failed, verdicts."""
+    rows = {}
+    for trial in sorted(trials, key=lambda t: (t["created_at"], t["sequence"])):
+        row = rows.setdefault(trial["variant"], {"variant": trial["variant"], "durations_s": [], "ok": 0, "failed": 0,
+                                                 "accepted": 0, "failures": []})
+        if trial["status"] == "ok":
+            row["ok"] += 1
+            row["durations_s"].append(trial["phases"]["measured_window"]["duration_ns"] / 1e9)
+            row["accepted"] += trial["corpus_accepted"]
+        else:
+            row["failed"] += 1
+            row["failures"].append(f"{trial['status']} in {trial['failed_phase']}")
+    for row in rows.values():
+        durations = row["durations_s"]
+        row["median_s"] = statistics.median(durations) if durations else None
+        row["min_s"] = min(durations) if durations else None
+        row["max_s"] = max(durations) if durations else None
+    return list(rows.values())
+
+
+def format_summary(rows: list[dict]) -> str:
+    """Render the summary as a plain-text table."""
+    def seconds(value):
+        return "—" if value is None else f"{value:.3f}"
+
+    lines = [f"{'variant':<16} {'measured window, s (run order)':<44} {'median':>8} {'min':>8} {'max':>8} {'ok':>3} {'fail':>4} {'accepted':>8}"]
+    for row in rows:
+        runs = " ".join(f"{value:.3f}" for value in row["durations_s"]) or "(no successful trial)"
+        lines.append(f"{row['variant']:<16} {runs:<44} {seconds(row['median_s']):>8} {seconds(row['min_s']):>8} "
+                     f"{seconds(row['max_s']):>8} {row['ok']:>3} {row['failed']:>4} {row['accepted']:>8}")
+        lines.extend(f"{'':<16} failed: {failure}" for failure in row["failures"])
+    return "\n".join(lines)
+
+
+class Progress:
+    """A one-line progress bar with ETA on stderr, silent when not a terminal or with --quiet."""
+
+    def __init__(self, *, quiet: bool = False, stream=None):
+        self.stream = stream or sys.stderr
+        self.enabled = not quiet and self.stream.isatty()
+        self.label, self.total, self.inference, self.started, self.last = "", 0, None, 0.0, 0.0
+
+    def start(self, label: str, total: int):
+        self.label, self.total, self.inference, self.started = label, total, None, time.monotonic()
+        self._draw(0)
+
+    def attach(self, inference):
+        self.inference = inference
+        inference_forward = inference.forward
+
+        def forward(encoded):
+            result = inference_forward(encoded)
+            now = time.monotonic()
+            if now - self.last > 0.2:
+                self.last = now
+                self._draw(inference.completed)
+            return result
+
+        inference.forward = forward
+        self.started = time.monotonic()
+
+    def _draw(self, done: int):
+        if not self.enabled:
+            return
+        elapsed = time.monotonic() - self.started
+        eta = f"{elapsed / done * (self.total - done):.0f}s" if done else "?"
+        filled = int(30 * done / self.total) if self.total else 0
+        self.stream.write(f"\r{self.label:<32} [{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total} eta {eta}   ")
+        self.stream.flush()
+
+    def done(self, status: str):
+        if self.enabled:
+            self.stream.write(f"\r{self.label:<32} {status:<60}\n")
+            self.stream.flush()
+
+    def close(self):
+        pass

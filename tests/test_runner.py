@@ -1,0 +1,216 @@
+"""The runner on a tiny random BERT: protocol, rotation, failures as rows, records."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from generator import records, runner, trial
+from generator.campaign import rotation
+from generator.environment import sha256_file
+from generator.quality import check_ids
+from tests.conftest import run_module
+
+
+def test_rotation_is_a_latin_square_led_by_the_reference():
+    plan = rotation(["b1", "b4", "b8"], 5, "b1")
+    rounds = [[name for name, _ in plan[index:index + 3]] for index in range(0, 15, 3)]
+    assert rounds == [["b1", "b4", "b8"], ["b4", "b8", "b1"], ["b8", "b1", "b4"], ["b1", "b4", "b8"], ["b4", "b8", "b1"]]
+    assert {name for name, repetition in plan if repetition == 2} == {"b1", "b4", "b8"}
+    assert rotation(["b4", "b8", "b1"], 1, "b1")[0] == ("b1", 1)
+
+
+def test_dry_run_prints_the_plan_without_writing(tiny_campaign, tmp_path, cli):
+    campaign = tiny_campaign(repetitions=3)
+    code, out, err = cli("run", campaign, "--runs", tmp_path / "runs", "--dry-run", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert [step["variant"] for step in data["plan"]] == ["b1", "b4", "b8", "b4", "b8", "b1", "b8", "b1", "b4"]
+    assert sum(data["bucket_counts"].values()) == 24
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_a_campaign_writes_manifest_trials_and_checkable_predictions(tiny_campaign, tmp_path, cli):
+    runs = tmp_path / "runs"
+    code, out, err = cli("run", tiny_campaign(), "--runs", runs)
+    assert code == 0, err
+    assert "b1" in out and "Records:" in out
+    loaded = records.load(runs)
+    assert loaded.problems == []
+    manifests, trials = loaded.of_kind("manifest"), loaded.of_kind("trial")
+    assert len(manifests) == 1 and len(trials) == 6
+    manifest = manifests[0]
+    assert manifest["environment"]["gpus"] is None and "no CUDA" in manifest["environment"]["gpus_reason"]
+    assert set(manifest["model"]["files_sha256"]) >= {"config.json", "model.safetensors", "tokenizer.json"}
+    for record in trials:
+        assert record["status"] == "ok" and record["id_check"]["ids_match"]
+        assert record["protocol_fingerprint"] == manifest["protocol_fingerprint"]
+        assert record["memory"]["gpu_capacity_bytes"] is None and "no GPU" in record["memory"]["gpu_memory_reason"]
+        assert all("gpu_peak_allocated_bytes" not in phase for phase in record["phases"].values())
+        assert record["phases"]["compilation"]["duration_ns"] is None
+        assert record["phases"]["measured_window"]["duration_ns"] > 0
+        path = runs / record["predictions"]["path"]
+        assert sha256_file(path) == record["predictions"]["sha256"]
+        with open(path, encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        gold = {row["id"]: row["label"] for row in map(json.loads, (tmp_path / "corpus.jsonl").read_text().splitlines())}
+        recomputed = sum(row["label"] == gold[row["id"]] for row in rows) / len(rows)
+        assert record["quality"]["overall"]["accuracy"] == pytest.approx(recomputed)
+        assert record["quality"]["overall"]["agreement"] is not None
+    code, _, _ = cli("check", runs)
+    assert code == 0
+
+
+def test_ids_check_catches_a_dropped_and_a_duplicated_prediction():
+    expected = ["a", "b", "c", "d"]
+    dropped = check_ids(expected, ["a", "b", "c"])
+    assert not dropped["ids_match"] and dropped["missing"] == {"count": 1, "first": ["d"]}
+    duplicated = check_ids(expected, ["a", "b", "c", "d", "b"])
+    assert not duplicated["ids_match"] and duplicated["duplicates"] == {"count": 1, "first": ["b"]}
+    assert check_ids(expected, ["a", "b", "c", "x"])["unexpected"]["first"] == ["x"]
+    assert check_ids(expected, list(expected))["ids_match"]
+
+
+@pytest.mark.slow
+def test_a_changed_protocol_is_refused(tiny_campaign, tmp_path, cli):
+    runs = tmp_path / "runs"
+    assert cli("run", tiny_campaign(repetitions=1, batch_sizes=(1,)), "--runs", runs, "--quiet")[0] == 0
+    before = sorted((path, path.read_bytes()) for path in runs.rglob("*.jsonl"))
+    code, _, err = cli("run", tiny_campaign(repetitions=1, batch_sizes=(1,), accuracy=0.5), "--runs", runs)
+    assert code == 1 and "new campaign revision" in err
+    assert sorted((path, path.read_bytes()) for path in runs.rglob("*.jsonl")) == before
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ('{"id": "a", "text": "good"}\n{"id": "a", "text": "bad"}\n', ":2: id 'a' is a duplicate of line 1"),
+    ('{"id": "", "text": "good"}\n', ":1: missing or empty id"),
+    ('{"text": "good"}\n', ":1: missing or empty id"),
+    ('{"id": "a", "text": "good"}\n{"id": "b", "text": "  "}\n', ":2: id 'b' has a missing or empty text"),
+    ('{"id": "a", "text": "good"}\n{"id": "b"}\n', ":2: id 'b' has a missing or empty text"),
+    ('{"id": "a", "text": "good"\n', ":1: not valid JSON"),
+])
+def test_bad_corpora_are_refused_with_line_and_id_before_loading_the_model(tiny_model, tmp_path, cli, content, message):
+    from tests.tiny import write_campaign
+
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_text(content, encoding="utf-8")
+    code, _, err = cli("run", write_campaign(tmp_path, tiny_model, corpus), "--runs", tmp_path / "runs", "--dry-run")
+    assert code == 1 and message in err and "bad.jsonl" in err and "Traceback" not in err
+
+
+def test_invalid_utf8_corpus_is_refused_with_its_line(tiny_model, tmp_path, cli):
+    from tests.tiny import write_campaign
+
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_bytes(b'{"id": "a", "text": "good"}\n{"id": "b", "text": "caf\xe9"}\n')
+    code, _, err = cli("run", write_campaign(tmp_path, tiny_model, corpus), "--runs", tmp_path / "runs")
+    assert code == 1 and "bad.jsonl:2: not valid UTF-8" in err
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (("batch_size = 4", "batch_size = 0"), "batch_size: must be at least 1"),
+    (("batch_size = 4", 'batch_size = "four"'), "batch_size: must be a whole number"),
+    (('series = "batch"\nbatch_size = 8', 'series = "batch"\nbatch_size = 8\nprecision = "fp8"'), "'fp8' is not one of fp32, bf16, fp16"),
+    (("max_length = 24", "max_lenght = 24"), "max_length: is required (found max_lenght: check the spelling)"),
+    (('reference_variant = "b1"', 'reference_variant = "b2"'), "'b2' is not a declared variant"),
+    (("[protocol.warmup]", "[protocol.warm]"), "[protocol] warmup: is required"),
+])
+def test_bad_campaign_files_name_table_and_key(tiny_campaign, tmp_path, cli, edit, message):
+    campaign = tiny_campaign()
+    campaign.write_text(campaign.read_text().replace(*edit), encoding="utf-8")
+    code, _, err = cli("run", campaign, "--runs", tmp_path / "runs", "--dry-run")
+    assert code == 1 and message in err, err
+
+
+def test_a_model_folder_without_config_fails_clearly_offline(tiny_campaign, tmp_path, cli):
+    campaign = tiny_campaign()
+    campaign.write_text(campaign.read_text().replace('[model]\npath = "', '[model]\npath = "missing-'), encoding="utf-8")
+    code, _, err = cli("run", campaign, "--runs", tmp_path / "runs", "--dry-run")
+    assert code == 1 and "nothing is downloaded" in err
+
+
+@pytest.mark.slow
+def test_out_of_memory_at_the_kth_batch_is_recorded_and_the_next_trial_runs(tiny_campaign, tmp_path, monkeypatch):
+    """Injected into the model's forward (a dependency), not into the runner under test."""
+    import torch
+
+    real_load = trial.load_model
+    calls = {"trial": 0}
+
+    def load_failing_on_third_trial(model_dir, variant):
+        tokenizer, model = real_load(model_dir, variant)
+        calls["trial"] += 1
+        if calls["trial"] == 3:
+            real_forward, batches = model.forward, {"n": 0}
+
+            def forward(*args, **kwargs):
+                batches["n"] += 1
+                if batches["n"] == 1 + 3:  # one warm-up batch, then the 3rd measured batch
+                    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")
+                return real_forward(*args, **kwargs)
+
+            model.forward = forward
+        return tokenizer, model
+
+    monkeypatch.setattr(runner, "load_model", load_failing_on_third_trial)
+    result = runner.run_campaign(campaign_file=tiny_campaign(repetitions=2), runs_dir=tmp_path / "runs", quiet=True)
+    statuses = [(t["variant"], t["status"]) for t in result.trials]
+    assert statuses[2] == ("b8", "oom") and len(statuses) == 6
+    failed = result.trials[2]
+    assert failed["failed_phase"] == "measured_window"
+    assert failed["entries_completed"] == 16  # two batches of 8 before the third failed
+    assert "OutOfMemoryError" in failed["error"] and failed["predictions"] is None and not failed["corpus_accepted"]
+    assert failed["phases"]["evaluation"]["duration_ns"] is None
+    assert "not reached" in failed["phases"]["evaluation"]["reason"]
+    assert all(t["status"] == "ok" for t in result.trials[3:])
+    assert len(records.load(tmp_path / "runs").of_kind("trial")) == 6
+
+
+@pytest.mark.slow
+def test_sigterm_is_recorded_as_interrupted_and_nothing_is_lost(tiny_campaign, tmp_path):
+    runs = tmp_path / "runs"
+    campaign = tiny_campaign(repetitions=200, batch_sizes=(1,))
+    process = subprocess.Popen([sys.executable, "-m", "generator", "run", str(campaign), "--runs", str(runs), "--quiet"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        files = list(runs.glob("tiny/records/*.jsonl"))
+        if files and files[0].read_text().count("\n") >= 4:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    loaded = records.load(runs)
+    assert loaded.problems == []
+    trials = loaded.of_kind("trial")
+    assert trials[-1]["status"] == "interrupted" and "SIGTERM" in trials[-1]["error"]
+    assert all(t["status"] == "ok" for t in trials[:-1]) and len(trials) >= 3
+    assert "Interrupted" in out
+
+
+def test_cuda_variant_without_gpu_is_refused_before_any_record(tiny_campaign, tmp_path, cli):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the refusal is for machines without one")
+    campaign = tiny_campaign(extra_variants='\n[[variants]]\nname = "gpu"\nbatch_size = 8\ndevice = "cuda"\n')
+    code, _, err = cli("run", campaign, "--runs", tmp_path / "runs")
+    assert code == 1 and "no CUDA device" in err and not (tmp_path / "runs").exists()
+
+
+def test_run_refuses_unknown_campaign_file(tmp_path, cli):
+    code, _, err = cli("run", tmp_path / "none.toml")
+    assert code == 1 and "does not exist" in err
+
+
+def test_entry_point_runs_as_module(tmp_path):
+    result = run_module("--version")
+    assert result.returncode == 0 and "iteralab" in result.stdout

@@ -1,0 +1,91 @@
+"""A tiny randomly initialised BERT classifier and corpus, built on disk in seconds."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+WORDS = ["good", "bad", "great", "awful", "movie", "plot", "actor", "scene", "fun", "dull",
+         "long", "short", "story", "music", "ending", "the", "a", "was", "very", "not"]
+
+
+def build_model(folder: Path) -> Path:
+    """Save a 1-layer BERT with labels neg/pos and its tokenizer into FOLDER."""
+    import torch
+    import transformers
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    transformers.utils.logging.disable_progress_bar()
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
+    tokenizer.save_pretrained(folder)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=64, num_labels=2,
+                        id2label={0: "neg", 1: "pos"}, label2id={"neg": 0, "pos": 1})
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    return folder
+
+
+def corpus_rows(count: int = 24, seed: int = 7) -> list[dict]:
+    """Return labelled entries of varied length (3 to 30 words)."""
+    generator = random.Random(seed)
+    rows = []
+    for index in range(count):
+        length = [3, 8, 30][index % 3]
+        rows.append({"id": f"doc-{index:03d}", "text": " ".join(generator.choice(WORDS) for _ in range(length)),
+                     "label": "pos" if index % 2 else "neg"})
+    return rows
+
+
+def write_corpus(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+CAMPAIGN = """\
+campaign = "{name}"
+title = "Tiny test campaign"
+
+[corpus]
+path = "{corpus}"
+split = "final"
+
+[model]
+path = "{model}"
+
+[protocol]
+repetitions = {repetitions}
+max_length = 24
+padding = "longest"
+truncation = "truncate"
+seed = 1
+reference_variant = "b1"
+min_agreement = {min_agreement}
+
+[protocol.thresholds]
+accuracy = {accuracy}
+
+[protocol.buckets]
+short = 6
+medium = 12
+long = "rest"
+
+[protocol.warmup]
+batches = 1
+passes = 1
+{variants}"""
+
+
+def write_campaign(folder: Path, model: Path, corpus: Path, *, name="tiny", repetitions=2, batch_sizes=(1, 4, 8),
+                   accuracy=0.0, min_agreement=0.9, extra_variants="") -> Path:
+    variants = "".join(f'\n[[variants]]\nname = "b{size}"\nseries = "batch"\nbatch_size = {size}\n' for size in batch_sizes)
+    path = folder / f"{name}.toml"
+    path.write_text(CAMPAIGN.format(name=name, corpus=corpus.as_posix(), model=model.as_posix(), repetitions=repetitions,
+                                    accuracy=accuracy, min_agreement=min_agreement, variants=variants + extra_variants),
+                    encoding="utf-8")
+    return path
