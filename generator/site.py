@@ -1,0 +1,252 @@
+"""Build the static site: records, catalog and notes rendered through Jinja2 templates."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import hashlib
+import io
+import json
+import os
+import shutil
+from importlib import resources
+from pathlib import Path
+
+from markupsafe import Markup
+
+import generator
+from generator import charts
+from generator.catalog import Catalog, gb_to_gib, load_catalog
+from generator.errors import UserError
+from generator.notes import load_notes
+from generator.records import KINDS, load
+from generator.tables import CampaignView, campaign_views
+
+TEMPLATES = Path(generator.__file__).resolve().parent.parent / "templates"
+STATE_FILE = ".iteralab-build.json"
+PHASE_ORDER = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
+
+
+def fmt(value, kind: str = "text", reason: str | None = None) -> Markup:
+    """Format VALUE one way everywhere; a missing value is an empty cell with its reason, never 0."""
+    if value is None:
+        why = reason or "not recorded"
+        return Markup('<span class="missing" data-missing="{0}" title="{0}">—<span class="reason"> {0}</span></span>').format(why)
+    if kind == "seconds":
+        text = f"{value:.3f} s"
+    elif kind == "ns":
+        text = f"{value / 1e9:.3f} s"
+    elif kind == "bytes":
+        text = f"{value:,} B ({value / 2**20:,.1f} MiB)"
+    elif kind == "ratio":
+        text = f"{value:.3f}"
+    elif kind == "int":
+        text = f"{value:,}"
+    elif kind == "rate":
+        text = f"{value:,.1f}/s"
+    elif kind == "bool":
+        text = "yes" if value else "no"
+    else:
+        text = str(value)
+    return Markup("{}").format(text)
+
+
+def environment(templates: Path = TEMPLATES):
+    """Return the Jinja2 environment: autoescape on, undefined names are errors."""
+    import jinja2
+
+    if not templates.is_dir():
+        raise UserError(f"templates folder {templates} is missing: install iteralab from its source tree (pip install -e .)")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.globals.update(fmt=fmt, phase_order=PHASE_ORDER, version=generator.__version__)
+    env.filters["tojson_pretty"] = lambda value: json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    return env
+
+
+def _build_stamp(latest: str | None) -> str:
+    """Name the build time from SOURCE_DATE_EPOCH, else the newest record shown, so output is reproducible."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch:
+        try:
+            moment = dt.datetime.fromtimestamp(int(epoch), dt.UTC)
+        except ValueError:
+            raise UserError(f"SOURCE_DATE_EPOCH={epoch!r} is not a whole number of seconds") from None
+        return f"built {moment:%Y-%m-%d %H:%M} UTC"
+    return f"records up to {latest}" if latest else "no records yet"
+
+
+class Writer:
+    """Write files under the output folder, leaving unchanged files untouched."""
+
+    def __init__(self, out: Path):
+        self.out, self.written, self.kept = out, 0, 0
+
+    def write(self, relative: str, data: str | bytes) -> None:
+        path = self.out / relative
+        payload = data.encode("utf-8") if isinstance(data, str) else data
+        if path.is_file() and path.stat().st_size == len(payload) and path.read_bytes() == payload:
+            self.kept += 1
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(path.name + ".partial")
+        temporary.write_bytes(payload)
+        temporary.replace(path)
+        self.written += 1
+
+
+def _campaign_key(view: CampaignView, notes, catalog: Catalog, templates: Path) -> str:
+    digest = hashlib.sha256()
+    digest.update(generator.__version__.encode())
+    for template in sorted(templates.rglob("*")):
+        if template.is_file():
+            digest.update(template.name.encode() + template.read_bytes())
+    for record in view.manifests + view.trials + view.rentals + view.deliverables:
+        digest.update(json.dumps(record, sort_keys=True).encode())
+    digest.update(json.dumps(view.problems).encode())
+    digest.update(json.dumps([(n.slug, n.meta, n.html) for n in notes], sort_keys=True).encode())
+    digest.update(json.dumps(catalog.snapshot(), sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Path | str | None = None,
+               catalog: Path | str | None = None, chart_cache: Path | None = None) -> dict:
+    """Render every page; campaigns whose inputs did not change since the last build are skipped."""
+    runs, out = Path(runs), Path(out)
+    loaded = load(runs)
+    price_catalog = load_catalog(catalog)
+    all_notes = load_notes(Path(notes) if notes else runs.parent / "notes")
+    views = campaign_views(loaded)
+    env = environment()
+    writer = Writer(out)
+    state_path = out / STATE_FILE
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8")) if state_path.is_file() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        state = {}
+    cache = chart_cache if chart_cache is not None else out.parent / ".iteralab-cache" / "charts"
+    stamp = _build_stamp(max((view.last_at for view in views if view.manifests or view.trials), default=None))
+    common = {"stamp": stamp, "catalog": price_catalog}
+    new_state, rendered = {}, []
+    for view in views:
+        for trial in view.trials:
+            if trial.get("predictions") and not (runs / trial["predictions"]["path"]).is_file():
+                view.problems.append(f"{trial['predictions']['path']}: prediction file of trial {trial['record_id']} "
+                                     "is missing from the runs folder")
+                trial["predictions_missing"] = True
+        mine = [note for note in all_notes if note.meta.get("campaign") == view.name]
+        own_stamp = _build_stamp(view.last_at if view.manifests or view.trials else None)
+        key = _campaign_key(view, mine, price_catalog, TEMPLATES) + own_stamp
+        new_state[view.name] = key
+        if state.get(view.name) == key and (out / "campaigns" / view.name / "index.html").is_file():
+            continue
+        _render_campaign(env, writer, view, mine, runs, cache, {**common, "stamp": own_stamp})
+        rendered.append(view.name)
+    for stale in set(state) - set(new_state):
+        shutil.rmtree(out / "campaigns" / stale, ignore_errors=True)
+    writer.write("index.html", env.get_template("index.html").render(root="", views=views, notes=all_notes,
+                                                                      problems=loaded.problems, **common))
+    writer.write("catalog.html", env.get_template("catalog.html").render(root="", rows=_catalog_rows(price_catalog), **common))
+    for note in all_notes:
+        writer.write(f"notes/{note.slug}.html", env.get_template("note.html").render(
+            root="../", note=note, known={v.name for v in views}, **common))
+    writer.write("assets/style.css", (TEMPLATES / "assets" / "style.css").read_bytes())
+    folder = resources.files("generator") / "schemas"
+    for kind in ("common", *KINDS):
+        writer.write(f"schemas/{kind}.schema.json", (folder / f"{kind}.schema.json").read_bytes())
+    writer.write(STATE_FILE, json.dumps(new_state, indent=2, sort_keys=True) + "\n")
+    return {"index": out / "index.html", "campaigns": len(views), "rendered": rendered,
+            "written": writer.written, "unchanged": writer.kept, "problems": loaded.problems}
+
+
+def _catalog_rows(catalog: Catalog) -> list[dict]:
+    rows = []
+    for gpu in sorted(catalog.gpus.values(), key=lambda g: g.slug):
+        prices = {days: catalog.prices.get((gpu.slug, days)) for days in (3, 7, 30)}
+        rows.append({"gpu": gpu, "prices": prices,
+                     "memory_gib": None if gpu.memory_per_card_gb is None else gb_to_gib(gpu.memory_per_card_gb)})
+    return rows
+
+
+def _render_campaign(env, writer: Writer, view: CampaignView, notes, runs: Path, cache: Path, common: dict) -> None:
+    base = f"campaigns/{view.name}"
+    compared, constant = view.compared_and_constant()
+    chart_blocks = _charts(view, cache)
+    writer.write(f"{base}/index.html", env.get_template("campaign.html").render(
+        root="../../", view=view, compared=compared, constant=constant, separation=view.separation(),
+        cost=view.cost(), charts=chart_blocks, notes=notes, **common))
+    for trial in view.trials:
+        writer.write(f"{base}/trials/{trial['record_id']}.html", env.get_template("trial.html").render(
+            root="../../../", view=view, trial=trial, **common))
+        if trial.get("predictions"):
+            source = runs / trial["predictions"]["path"]
+            if source.is_file():
+                writer.write(f"{base}/predictions/{trial['record_id']}.csv", source.read_bytes())
+    for manifest in view.manifests:
+        writer.write(f"{base}/manifests/{manifest['record_id']}.json",
+                     json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    writer.write(f"{base}/trials.csv", trial_table_csv(view))
+
+
+def trial_table_csv(view: CampaignView) -> str:
+    """Return one row per trial, in run order; missing values are empty cells."""
+    columns = ["record_id", "run_id", "created_at", "variant", "series", "repetition", "sequence", "status",
+               "failed_phase", "error", "entries_expected", "entries_completed", "measured_window_s",
+               *[f"{phase}_s" for phase in PHASE_ORDER if phase != "measured_window"],
+               "throughput_entries_per_s", "ids_match", "accuracy", "macro_f1", "agreement", "corpus_accepted",
+               "predictions_sha256", "protocol_fingerprint"]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for trial in view.trials:
+        overall = (trial.get("quality") or {}).get("overall") or {}
+        durations = {f"{phase}_s": _seconds(trial["phases"].get(phase, {}).get("duration_ns")) for phase in PHASE_ORDER}
+        writer.writerow({
+            **{key: trial.get(key) for key in ("record_id", "run_id", "created_at", "variant", "series", "repetition",
+                                               "sequence", "status", "failed_phase", "error", "entries_expected",
+                                               "entries_completed", "throughput_entries_per_s", "corpus_accepted",
+                                               "protocol_fingerprint")},
+            **durations,
+            "ids_match": (trial.get("id_check") or {}).get("ids_match"),
+            "accuracy": overall.get("accuracy"), "macro_f1": overall.get("macro_f1"), "agreement": overall.get("agreement"),
+            "predictions_sha256": (trial.get("predictions") or {}).get("sha256"),
+        })
+    return buffer.getvalue()
+
+
+def _seconds(nanoseconds):
+    return None if nanoseconds is None else f"{nanoseconds / 1e9:.6f}"
+
+
+def _charts(view: CampaignView, cache: Path) -> list[dict]:
+    blocks = []
+    duration_rows = [{"variant": v.name, "run_order": order, "seconds": round(seconds, 6)}
+                     for v in view.variants for order, seconds in enumerate(v.seconds, start=1)]
+    if duration_rows:
+        blocks.append({"id": "durations", "title": "Measured window per successful trial",
+                       "description": "Each dot is one successful trial's measured window; the black tick is the variant's median. "
+                                      "Failed trials have no duration and are listed under Failures.",
+                       "svg": Markup(charts.durations_chart(duration_rows, cache)),
+                       "columns": ["variant", "run_order", "seconds"], "rows": duration_rows})
+    memory_rows = []
+    for v in view.variants:
+        for key, label in (("gpu_peak_allocated_bytes", "GPU peak allocated"), ("gpu_peak_reserved_bytes", "GPU peak reserved"),
+                           ("host_peak_rss_bytes", "host peak RSS (process)")):
+            value, _ = v.peak(key)
+            if value is not None:
+                memory_rows.append({"variant": v.name, "counter": label, "mib": round(value / 2**20, 1)})
+    if memory_rows:
+        blocks.append({"id": "memory", "title": "Peak memory per variant",
+                       "description": "Highest value of each counter over the variant's successful trials, in MiB (2^20 bytes). "
+                                      "Counters are shown side by side, never added. GPU counters are absent when the variant ran without a GPU.",
+                       "svg": Markup(charts.memory_chart(memory_rows, cache)),
+                       "columns": ["variant", "counter", "mib"], "rows": memory_rows})
+    quality_rows = [{"variant": v.name, "bucket": bucket, "accuracy": round(value, 4)}
+                    for v in view.variants for bucket, value in v.bucket_quality("accuracy").items() if value is not None]
+    if quality_rows:
+        blocks.append({"id": "quality", "title": "Accuracy per variant and length bucket",
+                       "description": "Median accuracy against gold labels over the variant's successful trials, per planned length bucket.",
+                       "svg": Markup(charts.quality_chart(quality_rows, cache)),
+                       "columns": ["variant", "bucket", "accuracy"], "rows": quality_rows})
+    return blocks
+

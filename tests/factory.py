@@ -1,0 +1,79 @@
+"""Valid records with chosen figures, written through the real record store (no model needed)."""
+
+from __future__ import annotations
+
+from generator import records
+
+FINGERPRINT = "a" * 64
+SHA = "b" * 64
+PHASES = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
+
+
+def manifest(campaign="camp", run_id="run-1", *, title="Test campaign", model_name="minilm", fingerprint=FINGERPRINT):
+    return records.make_record(
+        "manifest", campaign=campaign, run_id=run_id, title=title, protocol_fingerprint=fingerprint,
+        protocol={"repetitions": 5, "max_length": 64, "padding": "longest", "truncation": "truncate", "seed": 1,
+                  "deterministic": True, "reference_variant": "b1",
+                  "buckets": [{"name": "short", "min_tokens": 1, "max_tokens": 24}, {"name": "long", "min_tokens": 25, "max_tokens": None}],
+                  "thresholds": {"accuracy": 0.7}, "min_agreement": 0.95,
+                  "warmup": {"batches": 1, "passes": 1, "inputs": "first batches", "recompilation": "n/a"},
+                  "measured_window": "read corpus, tokenize, transfer, infer, predictions on host"},
+        corpus={"path": f"{campaign}/inputs/c.jsonl", "fingerprint": "sha256:" + "c" * 64, "entries": 100, "split": "final",
+                "labelled": True, "bucket_counts": {"short": 60, "long": 40}, "truncated_entries": 0, "source_name": "c.jsonl"},
+        model={"directory_name": model_name, "files_sha256": {}, "tokenizer_files": [], "revision": "sha256:" + "d" * 64,
+               "labels": ["neg", "pos"]},
+        environment={"cpu": {"model": "Test CPU"}, "gpus": None, "gpus_reason": "no CUDA device visible to torch", "gpu_count": 0,
+                     "libraries": {"torch": "2.13.0", "transformers": "5.0"}},
+        code_version={"version": "0.1.0"}, variants={}, plan=[],
+    )
+
+
+def trial(manifest_record, variant="b1", *, seconds=1.0, status="ok", repetition=1, sequence=1, batch_size=1,
+          accuracy=0.8, agreement=1.0, accepted=True, entries_completed=None, error=None, failed_phase=None, gpu=False):
+    ok = status == "ok"
+    phases = {}
+    for name in PHASES:
+        if not ok and PHASES.index(name) > PHASES.index(failed_phase or "measured_window"):
+            phases[name] = {"duration_ns": None, "reason": f"not reached: the trial stopped in {failed_phase}"}
+            continue
+        phase = {"duration_ns": int(seconds * 1e9) if name == "measured_window" else 1_000_000, "host_peak_rss_bytes": 300 * 2**20}
+        if gpu:
+            phase.update(gpu_peak_allocated_bytes=2 * 2**30, gpu_peak_reserved_bytes=3 * 2**30)
+        phases[name] = phase
+    quality = None
+    if ok:
+        quality = {"overall": {"entries": 100, "accuracy": accuracy, "macro_f1": accuracy, "agreement": agreement},
+                   "buckets": {"short": {"entries": 60, "accuracy": accuracy, "macro_f1": accuracy, "agreement": agreement},
+                               "long": {"entries": 40, "accuracy": accuracy - 0.1, "macro_f1": accuracy - 0.1, "agreement": agreement}},
+                   "missing_reasons": {}, "reference": {"variant": "b1", "trial_id": "x"},
+                   "verdicts": [{"metric": "accuracy", "threshold": 0.7, "comparison": ">=", "value": accuracy,
+                                 "passed": accuracy >= 0.7, "reason": None}],
+                   "passed": accuracy >= 0.7, "format_ok": True, "format_problems": []}
+    record = records.make_record(
+        "trial", campaign=manifest_record["campaign"], run_id=manifest_record["run_id"],
+        protocol_fingerprint=manifest_record["protocol_fingerprint"], manifest_id=manifest_record["record_id"],
+        variant=variant, variant_config={"series": "batch", "batch_size": batch_size, "precision": "fp32", "quantization": "none",
+                                         "compile": False, "attention": "sdpa", "length_sorted": False,
+                                         "device": "cuda" if gpu else "cpu"},
+        series="batch", repetition=repetition, sequence=sequence, status=status, failed_phase=None if ok else failed_phase,
+        error=error, entries_expected=100, entries_completed=100 if ok else (entries_completed or 0), truncated_entries=0,
+        phases=phases, gpu_event_durations=None,
+        memory={"device": "cuda" if gpu else "cpu", "gpu_capacity_bytes": 24 * 10**9 if gpu else None,
+                "gpu_memory_reason": None if gpu else "no GPU: the variant runs on cpu", "host_rss_scope": "per phase"},
+        predictions={"path": f"{manifest_record['campaign']}/predictions/p.csv", "sha256": SHA} if ok else None,
+        id_check={"expected": 100, "observed": 100, "ids_match": True} if ok else None,
+        quality=quality, corpus_accepted=ok and accepted and accuracy >= 0.7,
+        throughput_entries_per_s=100 / seconds if ok else None,
+    )
+    return record
+
+
+def rental(campaign="camp", total="47.14", lots=1):
+    return records.make_record("rental", campaign=campaign, run_id="run-rentals", gpu="rtx-4090", lots=lots, days=3,
+                               start="2026-09-28T09:00", end=None, catalog_version="2026-09-24", price_per_lot="47.14",
+                               total=total, currency="USD", cards_per_lot=1, gpus=lots, receipt=None)
+
+
+def deliverable(campaign, trial_record):
+    return records.make_record("deliverable", campaign=campaign, run_id="run-rentals", trial_id=trial_record["record_id"],
+                               name="final corpus", corpus_fingerprint="sha256:" + "c" * 64, predictions_sha256=SHA)

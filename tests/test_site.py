@@ -1,0 +1,209 @@
+"""The static site, parsed with BeautifulSoup and checked against the records it was built from."""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+
+import pytest
+from bs4 import BeautifulSoup
+
+from generator import records
+from generator.site import build_site
+from tests import factory
+
+SECONDS = [1.30, 1.10, 1.25, 1.40, 1.20]
+
+
+def soup(path):
+    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+
+
+@pytest.fixture
+def runs(tmp_path):
+    """A campaign with two variants (five trials each, one OOM) and one with only failures."""
+    folder = tmp_path / "runs"
+    manifest = factory.manifest(model_name="<script>alert(1)</script>", title="Reviews <b>bold</b>")
+    records.append(folder, manifest)
+    sequence = 0
+    for repetition, seconds in enumerate(SECONDS, start=1):
+        for variant, scale in (("b1", 1.0), ("b8", 0.5)):
+            sequence += 1
+            records.append(folder, factory.trial(manifest, variant, seconds=seconds * scale, repetition=repetition,
+                                                 sequence=sequence, batch_size=int(variant[1:])))
+    records.append(folder, factory.trial(manifest, "b8", status="oom", repetition=6, sequence=99, failed_phase="measured_window",
+                                         entries_completed=48, error="OutOfMemoryError: CUDA out of memory"))
+    records.append(folder, factory.rental())
+    broken = factory.manifest("broken", "run-b")
+    records.append(folder, broken)
+    records.append(folder, factory.trial(broken, "only", status="error", failed_phase="model_load", error="OSError: <no weights>"))
+    return folder
+
+
+@pytest.fixture
+def site(runs, tmp_path):
+    out = tmp_path / "site"
+    build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")
+    return out
+
+
+def variant_row(page, name):
+    return page.find("tr", id=f"variant-{name}")
+
+
+def test_variant_row_shows_the_five_raw_durations_in_run_order_and_their_median_min_max(site):
+    page = soup(site / "campaigns" / "camp" / "index.html")
+    row = variant_row(page, "b1")
+    shown = [a.get_text() for a in row.select("td.runs a.duration")]
+    assert shown == [f"{value:.3f} s" for value in SECONDS]
+    cells = [td.get_text(" ", strip=True) for td in row.find_all("td")]
+    assert f"{statistics.median(SECONDS):.3f} s" in cells
+    assert f"{min(SECONDS):.3f} s" in cells and f"{max(SECONDS):.3f} s" in cells
+
+
+def test_failure_rows_are_visible_with_phase_and_entries_completed(site):
+    page = soup(site / "campaigns" / "camp" / "index.html")
+    failure = page.select_one("table.failures tr.failure")
+    text = failure.get_text(" ", strip=True)
+    assert "oom" in text and "measured_window" in text and "48 / 100" in text and "OutOfMemoryError" in text
+    assert variant_row(page, "b8").find_all("td")[7].get_text() == "1"  # the Failed column
+
+
+def test_cost_block_shows_spend_and_undefined_cost_without_deliverables(site):
+    page = soup(site / "campaigns" / "camp" / "index.html")
+    assert page.find(id="spend").get_text(strip=True) == "47.14 USD"
+    assert page.find(id="deliverables").get_text(strip=True) == "0"
+    assert page.find(id="cost-per-corpus").get_text(strip=True) == "undefined: no accepted deliverable"
+
+
+def test_cost_per_validated_corpus_with_deliverables(runs, tmp_path):
+    loaded = records.load(runs)
+    accepted = next(t for t in loaded.of_kind("trial") if t["corpus_accepted"])
+    records.append(runs, factory.rental(total="220.00", lots=2))
+    records.append(runs, factory.deliverable("camp", accepted))
+    out = tmp_path / "site2"
+    build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")
+    page = soup(out / "campaigns" / "camp" / "index.html")
+    assert page.find(id="spend").get_text(strip=True) == "267.14 USD"
+    assert page.find(id="cost-per-corpus").get_text(strip=True) == "267.14 USD"
+
+
+def test_record_strings_are_escaped(site):
+    for path in site.rglob("*.html"):
+        page = soup(path)
+        assert not page.find("script"), path
+        assert not page.find("b", string="bold"), path
+    index = soup(site / "index.html")
+    assert "Reviews <b>bold</b>" in index.get_text()
+    trial_pages = list((site / "campaigns" / "broken" / "trials").glob("*.html"))
+    assert "OSError: <no weights>" in soup(trial_pages[0]).get_text()
+
+
+def test_missing_values_are_empty_with_a_reason_never_zero(site):
+    page = soup(site / "campaigns" / "camp" / "index.html")
+    cells = variant_row(page, "b1").find_all("td")
+    gpu_allocated, gpu_reserved = cells[12], cells[13]
+    for cell in (gpu_allocated, gpu_reserved):
+        missing = cell.find(class_="missing")
+        assert missing["data-missing"] == "no GPU: the variant runs on cpu"
+        assert "0" not in cell.get_text()
+
+
+def test_no_tail_percentile_is_computed_from_five_runs(site):
+    for path in site.rglob("*.html"):
+        text = soup(path).get_text().lower()
+        assert "p95" not in text and "p99" not in text and "95th" not in text
+
+
+def test_campaign_with_only_failures_still_renders_with_its_failure(site):
+    page = soup(site / "campaigns" / "broken" / "index.html")
+    assert "model_load" in page.select_one("table.failures").get_text()
+    assert "no successful trial" in variant_row(page, "only").get_text()
+
+
+def test_torn_lines_are_listed_on_the_pages(runs, tmp_path):
+    path = next((runs / "camp" / "records").glob("*.jsonl"))
+    with open(path, "ab") as handle:
+        handle.write(b'{"kind": "tri')
+    out = tmp_path / "torn"
+    build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")
+    assert "incomplete last line" in soup(out / "index.html").find(class_="problems").get_text()
+    assert "incomplete last line" in soup(out / "campaigns" / "camp" / "index.html").find(id="problems").get_text()
+
+
+def test_charts_are_inline_svg_with_their_data_beside_them(site):
+    page = soup(site / "campaigns" / "camp" / "index.html")
+    figure = page.find(id="chart-durations")
+    assert figure.find("svg") and "median" in figure.figcaption.get_text()
+    assert len(figure.find("details").find_all("tr")) == 1 + 10  # header + ten successful trials
+
+
+def test_every_link_is_relative_and_resolves(site):
+    for path in site.rglob("*.html"):
+        page = soup(path)
+        for tag in page.find_all(["a", "link"], href=True):
+            href = tag["href"].split("#")[0]
+            if not href:
+                continue
+            assert "://" not in href and not href.startswith("/"), (path, href)
+            assert (path.parent / href).resolve().exists(), (path, href)
+
+
+def test_two_builds_of_the_same_records_are_byte_identical(runs, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1790000000")
+
+    def digest(folder):
+        return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+    build_site(runs=runs, out=tmp_path / "one", chart_cache=tmp_path / "charts-one")
+    build_site(runs=runs, out=tmp_path / "two", chart_cache=tmp_path / "charts-two")
+    assert digest(tmp_path / "one") == digest(tmp_path / "two")
+    assert "built 2026-" in (tmp_path / "one" / "index.html").read_text()
+
+
+def test_rebuild_renders_only_the_changed_campaign(runs, tmp_path):
+    out = tmp_path / "site"
+    first = build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")
+    assert sorted(first["rendered"]) == ["broken", "camp"]
+    assert build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")["rendered"] == []
+    broken = next(m for m in records.load(runs).of_kind("manifest") if m["campaign"] == "broken")
+    records.append(runs, factory.trial(broken, "only", seconds=2.0, sequence=2))
+    assert build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")["rendered"] == ["broken"]
+
+
+def test_catalog_page_shows_gb_and_gib_and_not_listed(site):
+    page = soup(site / "catalog.html")
+    rows = {row.th.get_text(" ", strip=True).split(" ")[0] + " " + row.th.get_text(" ", strip=True).split(" ")[1]: row
+            for row in page.select("tbody tr")}
+    rtx = rows["RTX 4090"].get_text(" ", strip=True)
+    assert "24 GB" in rtx and "22.35 GiB" in rtx and "47.14 USD" in rtx and "not listed" in rtx
+    assert "not stated" in rows["B200 b200"].get_text()
+
+
+def test_decision_notes_render_and_link_both_ways(runs, tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "choose-b8.md").write_text(
+        "---\ncampaign: camp\ndecision: Rent batch 8 on RTX 4090\nselected_variant: b8\nworkload_covered: 100 texts\n"
+        "date: 2026-10-01\nauthor: Publishing team\n---\n\nBatch 8 halves the time. <script>x</script>\n", encoding="utf-8")
+    out = tmp_path / "site"
+    build_site(runs=runs, out=out, notes=notes, chart_cache=tmp_path / "charts")
+    note = soup(out / "notes" / "choose-b8.html")
+    assert note.find("a", href="../campaigns/camp/index.html")
+    assert not note.find("script") and "<script>x</script>" in note.get_text()
+    campaign = soup(out / "campaigns" / "camp" / "index.html")
+    assert campaign.find("a", href="../../notes/choose-b8.html").get_text() == "Rent batch 8 on RTX 4090"
+    assert soup(out / "index.html").find("a", href="notes/choose-b8.html")
+
+
+def test_bad_note_front_matter_is_a_clear_error(runs, tmp_path, cli):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "bad.md").write_text("---\ncampaign: camp\n---\nno decision\n", encoding="utf-8")
+    code, _, err = cli("build", "--runs", runs, "--out", tmp_path / "site", "--notes", notes)
+    assert code == 1 and "bad.md: front matter lacks decision, date, author" in err
+
+
+def test_build_cli_ends_with_the_index_path(runs, tmp_path, cli):
+    code, out, _ = cli("build", "--runs", runs, "--out", tmp_path / "site")
+    assert code == 0 and out.strip().splitlines()[-1] == f"Site: {(tmp_path / 'site' / 'index.html').resolve()}"
