@@ -277,6 +277,85 @@ def cmd_serve(args) -> int:
     return 0
 
 
+@command(
+    arg("action", choices=["add", "list"], help="add a rental, or list the campaign's rentals"),
+    arg("--campaign", required=True, help="campaign the rental paid for"),
+    arg("--gpu", help="GPU as the catalog names it (add)"),
+    arg("--lots", type=positive_int, help="number of lots (add)"),
+    arg("--days", type=int, help="package length in days: 3, 7 or 30 (add)"),
+    arg("--start", help="start of the rental, e.g. 2026-09-28T09:00+07:00 (add)"),
+    arg("--end", help="end of the rental; refused when longer than the package (add)"),
+    arg("--receipt", type=Path, metavar="FILE", help="receipt (PDF, image, any file up to 50 MiB) copied beside the records (add)"),
+    arg("--note", help="free text kept with the rental (add)"),
+    arg("--runs", type=Path, default=Path("runs"), help="runs folder (default: runs)"),
+    CATALOG, JSON,
+)
+def cmd_rental(args) -> int:
+    """Record a GPU package bought (catalog price and receipt kept), or list the rentals of a campaign."""
+    from generator.records import load
+    from generator.rentals import add_rental
+
+    if args.action == "list":
+        rentals = [r for r in load(args.runs).of_kind("rental") if r["campaign"] == args.campaign] if args.runs.is_dir() else []
+        lines = [f"{r['record_id']}: {r['lots']} lot(s) {r['gpu']} x {r['days']} days from {r['start']}, {r['total']} {r['currency']}"
+                 f" (catalog {r['catalog_version']}){', receipt ' + r['receipt']['path'] if r['receipt'] else ', no receipt'}"
+                 for r in rentals] or [f"no rental recorded for {args.campaign}"]
+        emit(args, {"rentals": rentals}, "\n".join(lines))
+        return 0
+    missing = [f"--{name}" for name in ("gpu", "lots", "days", "start") if getattr(args, name) is None]
+    if missing:
+        raise UsageError(f"rental add needs {', '.join(missing)}")
+    record = add_rental(runs_dir=args.runs, campaign=args.campaign, gpu=args.gpu, lots=args.lots, days=args.days,
+                        start=args.start, end=args.end, receipt=args.receipt, catalog=args.catalog, note=args.note)
+    receipt = f"; receipt {record['receipt']['path']} (sha256 {record['receipt']['sha256'][:12]}…)" if record["receipt"] else "; no receipt"
+    emit(args, record, f"Recorded {record['record_id']}: {record['total']} {record['currency']} for {record['gpus']} GPUs "
+                       f"({record['lots']} lot(s) x {record['price_per_lot']}, catalog {record['catalog_version']}){receipt}")
+    return 0
+
+
+@command(
+    arg("--campaign", required=True, help="campaign of the trial"),
+    arg("--trial", required=True, metavar="TRIAL_ID", help="an accepted trial whose predictions are the deliverable"),
+    arg("--name", help="what was delivered, e.g. 'October reviews, classified'"),
+    arg("--runs", type=Path, default=Path("runs"), help="runs folder (default: runs)"),
+    JSON,
+)
+def cmd_deliver(args) -> int:
+    """Record a distinct validated corpus as delivered; repetitions never count twice."""
+    from generator.rentals import deliver
+
+    record = deliver(runs_dir=args.runs, campaign=args.campaign, trial_id=args.trial, name=args.name)
+    emit(args, record, f"Recorded deliverable {record['record_id']}: {record['name']} (corpus {record['corpus_fingerprint'][:19]}…)")
+    return 0
+
+
+@command(
+    arg("campaign", help="campaign to bundle"),
+    arg("-o", "--output", type=Path, required=True, metavar="FILE.zip", help="where to write the bundle"),
+    arg("--runs", type=Path, default=Path("runs"), help="runs folder (default: runs)"),
+    arg("--notes", type=Path, help="decision notes folder (default: notes/ beside the runs folder)"),
+    CATALOG, JSON,
+)
+def cmd_bundle(args) -> int:
+    """Write a campaign's evidence bundle: a deterministic zipped BagIt bag with checksums."""
+    from generator.bundle import write_bundle
+
+    path, digest = write_bundle(campaign=args.campaign, out=args.output, runs=args.runs, notes=args.notes, catalog=args.catalog)
+    emit(args, {"path": str(path), "sha256": digest}, f"{path}\nsha256 {digest}")
+    return 0
+
+
+@command(arg("bundle", type=Path, help="evidence bundle (.zip)"), JSON)
+def cmd_verify(args) -> int:
+    """Check an evidence bundle: safe entries, every file present, every checksum right, nothing extra."""
+    from generator.bundle import verify_bundle
+
+    problems = verify_bundle(args.bundle)
+    emit(args, {"bundle": str(args.bundle), "problems": problems, "valid": not problems},
+         "\n".join(problems) if problems else f"{args.bundle}: valid (every file present and matching its sha256)")
+    return 1 if problems else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser with every registered command."""
     parser = argparse.ArgumentParser(

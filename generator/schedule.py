@@ -64,6 +64,13 @@ def parse_time(text: str, zone: ZoneInfo | None, what: str) -> dt.datetime:
     return early
 
 
+def elapsed_hours(begin: dt.datetime, finish: dt.datetime) -> Decimal:
+    """Return real elapsed hours between two aware times, whole seconds."""
+    # Aware datetimes sharing one tzinfo subtract as wall clocks; UTC gives real elapsed time.
+    seconds = (finish.astimezone(dt.UTC) - begin.astimezone(dt.UTC)).total_seconds()
+    return Decimal(round(seconds)) / Decimal(3600)
+
+
 def plan_window(*, start: str, end: str, tz: str | None = None, catalog: Catalog | None = None,
                 gpu: str | None = None, lots: int = 1) -> Window:
     """Measure START..END in real hours and say which packages cover it."""

@@ -116,6 +116,7 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
     loaded = load(runs)
     price_catalog = load_catalog(catalog)
     all_notes = load_notes(Path(notes) if notes else runs.parent / "notes")
+    catalog_path = Path(catalog) if catalog else None
     views = campaign_views(loaded)
     env = environment()
     writer = Writer(out)
@@ -125,6 +126,7 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
     except (json.JSONDecodeError, UnicodeDecodeError):
         state = {}
     cache = chart_cache if chart_cache is not None else out.parent / ".iteralab-cache" / "charts"
+    notes_dir = Path(notes) if notes else runs.parent / "notes"
     stamp = _build_stamp(max((view.last_at for view in views if view.manifests or view.trials), default=None))
     common = {"stamp": stamp, "catalog": price_catalog}
     new_state, rendered = {}, []
@@ -140,7 +142,8 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
         new_state[view.name] = key
         if state.get(view.name) == key and (out / "campaigns" / view.name / "index.html").is_file():
             continue
-        _render_campaign(env, writer, view, mine, runs, cache, {**common, "stamp": own_stamp})
+        _render_campaign(env, writer, view, mine, runs, cache, {**common, "stamp": own_stamp},
+                         notes_dir=notes_dir, catalog_path=catalog_path)
         rendered.append(view.name)
     for stale in set(state) - set(new_state):
         shutil.rmtree(out / "campaigns" / stale, ignore_errors=True)
@@ -168,13 +171,19 @@ def _catalog_rows(catalog: Catalog) -> list[dict]:
     return rows
 
 
-def _render_campaign(env, writer: Writer, view: CampaignView, notes, runs: Path, cache: Path, common: dict) -> None:
+def _render_campaign(env, writer: Writer, view: CampaignView, notes, runs: Path, cache: Path, common: dict, *,
+                     notes_dir: Path, catalog_path: Path | None) -> None:
+    from generator.bundle import campaign_bundle
+
     base = f"campaigns/{view.name}"
     compared, constant = view.compared_and_constant()
     chart_blocks = _charts(view, cache)
+    bundle = campaign_bundle(view, runs=runs, notes=notes_dir, catalog=catalog_path)
+    bundle_info = {"name": f"evidence-{view.name}.zip", "sha256": hashlib.sha256(bundle).hexdigest(), "size": len(bundle)}
+    writer.write(f"{base}/{bundle_info['name']}", bundle)
     writer.write(f"{base}/index.html", env.get_template("campaign.html").render(
         root="../../", view=view, compared=compared, constant=constant, separation=view.separation(),
-        cost=view.cost(), charts=chart_blocks, notes=notes, **common))
+        cost=view.cost(), charts=chart_blocks, notes=notes, bundle=bundle_info, **common))
     for trial in view.trials:
         writer.write(f"{base}/trials/{trial['record_id']}.html", env.get_template("trial.html").render(
             root="../../../", view=view, trial=trial, **common))

@@ -1,0 +1,224 @@
+"""Evidence bundles: a zipped BagIt bag (RFC 8493) per campaign, deterministic, and their verification."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import stat
+import tempfile
+import zipfile
+from pathlib import Path, PurePosixPath
+
+from generator.catalog import load_catalog
+from generator.errors import UserError
+from generator.notes import load_notes
+from generator.records import load
+from generator.tables import CampaignView, campaign_views
+
+FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip epoch: the same evidence gives the same bytes
+
+
+def _catalog_csv(catalog) -> str:
+    lines = ["catalog_version,gpu,gpu_name,cards_per_lot,memory_per_card_gb,days,price_per_lot,currency"]
+    for row in catalog.snapshot()["rows"]:
+        lines.append(",".join(str(value) if value is not None else "" for value in (
+            catalog.version, row["gpu"], row["gpu_name"], row["cards_per_lot"], row["memory_per_card_gb"],
+            row["days"], row["price_per_lot"], row["currency"])))
+    return "\n".join(lines) + "\n"
+
+
+def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path: Path | None) -> dict[str, bytes]:
+    """Collect the files of a campaign's evidence, keyed by their path inside data/."""
+    from generator.site import trial_table_csv
+
+    files: dict[str, bytes] = {}
+    folder = runs / view.name
+    for path in sorted((folder / "records").glob("*.jsonl")):
+        files[f"records/{path.name}"] = path.read_bytes()
+    for manifest in view.manifests:
+        files[f"manifests/{manifest['record_id']}.json"] = _json(manifest)
+        corpus_copy = runs / manifest["corpus"]["path"]
+        if corpus_copy.is_file():
+            files[f"inputs/{corpus_copy.name}"] = corpus_copy.read_bytes()
+    if view.manifests:
+        latest = view.manifests[-1]
+        files["protocol.json"] = _json({"protocol_fingerprints": view.fingerprints, "protocol": latest["protocol"]})
+        files["corpus-fingerprint.json"] = _json({m["record_id"]: m["corpus"] for m in view.manifests})
+    for trial in view.trials:
+        if trial.get("predictions"):
+            source = runs / trial["predictions"]["path"]
+            if source.is_file():
+                files[f"predictions/{source.name}"] = source.read_bytes()
+    files["verdicts.json"] = _json({t["record_id"]: {"variant": t["variant"], "status": t["status"],
+                                                     "corpus_accepted": t["corpus_accepted"], "id_check": t.get("id_check"),
+                                                     "verdicts": (t.get("quality") or {}).get("verdicts")} for t in view.trials})
+    files["trials.csv"] = trial_table_csv(view).encode("utf-8")
+    files["catalog.csv"] = _catalog_csv(load_catalog(catalog_path)).encode("utf-8")
+    for rental in view.rentals:
+        if rental.get("receipt"):
+            source = runs / rental["receipt"]["path"]
+            if source.is_file():
+                files[f"receipts/{rental['receipt']['sha256'][:16]}/{source.name}"] = source.read_bytes()
+    for note in load_notes(notes_dir):
+        if note.meta.get("campaign") == view.name:
+            files[f"notes/{note.source}"] = (Path(notes_dir) / note.source).read_bytes()
+    files["index.html"] = _index_html(view, files).encode("utf-8")
+    return files
+
+
+def _json(value) -> bytes:
+    return (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _index_html(view: CampaignView, files: dict[str, bytes]) -> str:
+    from generator.site import environment
+
+    listing = [{"path": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in sorted(files.items())]
+    return environment().get_template("bundle_index.html").render(view=view, files=listing, cost=view.cost())
+
+
+def bag_files(name: str, data: dict[str, bytes], bagging_date: str) -> dict[str, bytes]:
+    """Lay out a BagIt 1.0 bag: payload under data/, sha256 manifests, bag-info with Payload-Oxum."""
+    bag = {f"data/{path}": content for path, content in data.items()}
+    manifest = "".join(f"{hashlib.sha256(content).hexdigest()}  {path}\n" for path, content in sorted(bag.items()))
+    info = (f"Bag-Software-Agent: iteralab\nBagging-Date: {bagging_date}\nExternal-Identifier: {name}\n"
+            f"Payload-Oxum: {sum(len(c) for c in bag.values())}.{len(bag)}\n")
+    tags = {"bagit.txt": b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n",
+            "bag-info.txt": info.encode("utf-8"), "manifest-sha256.txt": manifest.encode("utf-8")}
+    tags["tagmanifest-sha256.txt"] = "".join(
+        f"{hashlib.sha256(content).hexdigest()}  {path}\n" for path, content in sorted(tags.items())).encode("utf-8")
+    return {**bag, **tags}
+
+
+def zip_bytes(top: str, files: dict[str, bytes]) -> bytes:
+    """Zip FILES under TOP/ with sorted entries, fixed times and permissions."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in sorted(files):
+            info = zipfile.ZipInfo(f"{top}/{path}", date_time=FIXED_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = (stat.S_IFREG | 0o644) << 16
+            info.create_system = 3  # unix, so the permission bits above are read as such everywhere
+            archive.writestr(info, files[path], compresslevel=9)
+    return buffer.getvalue()
+
+
+def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None, catalog: Path | None = None) -> bytes:
+    """Return the deterministic zip of one campaign's evidence bag."""
+    top = f"{view.name}-evidence"
+    bagging_date = (view.last_at if view.manifests or view.trials else "1980-01-01")[:10]
+    return zip_bytes(top, bag_files(top, payload(view, Path(runs), notes, catalog), bagging_date))
+
+
+def write_bundle(*, campaign: str, out: Path | str, runs: Path | str = "runs", notes: Path | str | None = None,
+                 catalog: Path | str | None = None) -> tuple[Path, str]:
+    """Write CAMPAIGN's evidence bundle to OUT; return the path and its sha256."""
+    runs = Path(runs)
+    views = {view.name: view for view in campaign_views(load(runs))}
+    if campaign not in views:
+        raise UserError(f"campaign {campaign} has no records in {runs}; campaigns there: {', '.join(sorted(views)) or 'none'}")
+    data = campaign_bundle(views[campaign], runs=runs, notes=Path(notes) if notes else runs.parent / "notes", catalog=catalog)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(data)
+    return out, hashlib.sha256(data).hexdigest()
+
+
+def _unsafe(info: zipfile.ZipInfo) -> str | None:
+    name = info.filename
+    path = PurePosixPath(name)
+    if name.startswith("/") or "\\" in name or (len(name) > 1 and name[1] == ":"):
+        return "absolute path"
+    if ".." in path.parts:
+        return "path with '..'"
+    mode = info.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        return "symbolic link"
+    # Zips from other tools often carry no file-type bits at all; only a stated other type is refused.
+    if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return "not a regular file"
+    return None
+
+
+def verify_bundle(path: Path | str) -> list[str]:
+    """Check a bundle's safety, completeness and every checksum; return the problems (empty when sound)."""
+    import bagit
+
+    path = Path(path)
+    try:
+        archive = zipfile.ZipFile(path)
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist") from None
+    except zipfile.BadZipFile:
+        raise UserError(f"{path} is not a zip file") from None
+    with archive, tempfile.TemporaryDirectory(prefix="iteralab-verify-") as temporary:
+        infos = archive.infolist()
+        refused = [f"{info.filename}: refused ({why}); nothing was extracted" for info in infos if (why := _unsafe(info))]
+        if refused:
+            return refused
+        tops = {PurePosixPath(info.filename).parts[0] for info in infos}
+        if len(tops) != 1:
+            return [f"the bundle must hold one top folder, it holds {len(tops)}: {', '.join(sorted(tops))}"]
+        root = Path(temporary)
+        for info in infos:
+            target = root / info.filename
+            if not target.resolve().is_relative_to(root.resolve()):
+                return [f"{info.filename}: refused (would land outside the temporary folder)"]
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(info) as source, open(target, "wb") as sink:
+                sink.write(source.read())
+        bag_dir = root / tops.pop()
+        problems = _check_manifests(bag_dir)
+        if problems:
+            return problems
+        try:
+            bag = bagit.Bag(str(bag_dir))
+            bag.validate()
+        except bagit.BagValidationError as error:
+            return [_describe(detail) for detail in error.details] or [str(error)]
+        except bagit.BagError as error:
+            return [f"not a valid BagIt bag: {error}"]
+    return []
+
+
+def _check_manifests(bag_dir: Path) -> list[str]:
+    """Name each payload or tag file that is missing, altered or not listed (bagit stops at the first count)."""
+    problems = []
+    for manifest_name, scope in (("manifest-sha256.txt", "data"), ("tagmanifest-sha256.txt", None)):
+        manifest = bag_dir / manifest_name
+        if not manifest.is_file():
+            problems.append(f"{manifest_name}: missing; this is not an iteralab evidence bag")
+            continue
+        listed = {}
+        for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), start=1):
+            digest, _, name = line.partition("  ")
+            if not name:
+                problems.append(f"{manifest_name}:{number}: not 'sha256  path'")
+                continue
+            listed[name] = digest
+        for name, digest in sorted(listed.items()):
+            path = bag_dir / name
+            if not path.is_file():
+                problems.append(f"{name}: missing (listed in {manifest_name})")
+            elif hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+                problems.append(f"{name}: altered (its sha256 differs from {manifest_name})")
+        if scope:
+            present = {p.relative_to(bag_dir).as_posix() for p in (bag_dir / scope).rglob("*") if p.is_file()}
+            problems.extend(f"{name}: unexpected (not in {manifest_name})" for name in sorted(present - set(listed)))
+    return problems
+
+
+def _describe(detail) -> str:
+    import bagit
+
+    if isinstance(detail, bagit.ChecksumMismatch):
+        return f"{detail.path}: altered ({detail.algorithm} is {detail.found}, the manifest says {detail.expected})"
+    if isinstance(detail, bagit.FileMissing):
+        return f"{detail.path}: missing (listed in the manifest)"
+    if isinstance(detail, bagit.UnexpectedFile):
+        return f"{detail.path}: unexpected (not in the manifest)"
+    return str(detail)

@@ -1,0 +1,98 @@
+"""Rentals with their receipts and accepted deliverables, appended to the record store."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from generator import records
+from generator.catalog import load_catalog, quote
+from generator.environment import sha256_file
+from generator.errors import UserError
+from generator.schedule import elapsed_hours, format_hours, parse_time
+
+MAX_RECEIPT_BYTES = 50 * 2**20  # receipts are PDFs or photos; anything larger is probably the wrong file
+
+
+def copy_receipt(runs_dir: Path, campaign: str, receipt: Path) -> dict:
+    """Copy a receipt into runs/CAMPAIGN/receipts/SHA/NAME (never overwriting) and describe it."""
+    receipt = Path(receipt)
+    if not receipt.is_file():
+        raise UserError(f"receipt {receipt} is not a file")
+    size = receipt.stat().st_size
+    if size > MAX_RECEIPT_BYTES:
+        raise UserError(f"receipt {receipt} is {size:,} bytes; the limit is {MAX_RECEIPT_BYTES:,} (50 MiB): attach a smaller scan")
+    name = receipt.name
+    if name.startswith(".") or "\\" in name or any(ord(c) < 32 for c in name):
+        raise UserError(f"receipt name {name!r} cannot be stored: rename the file without control characters or a leading dot")
+    digest = sha256_file(receipt)
+    relative = f"{campaign}/receipts/{digest[:16]}/{name}"
+    target = runs_dir / relative
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".partial")
+        shutil.copyfile(receipt, partial)
+        os.replace(partial, target)
+    if sha256_file(target) != digest:
+        raise UserError(f"{target} already exists with other content; it was not overwritten")
+    return {"path": relative, "sha256": digest, "size_bytes": size, "original_name": name}
+
+
+def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days: int, start: str, end: str | None = None,
+               receipt: Path | None = None, catalog: Path | None = None, note: str | None = None) -> dict:
+    """Append a rental priced from the catalog as it is now, with its receipt copied beside the records."""
+    runs_dir = Path(runs_dir)
+    records.check_name(campaign, "campaign")
+    price = quote(load_catalog(catalog), gpu=gpu, days=days, lots=lots)
+    begin = parse_time(start, None, "start")
+    if end is not None:
+        finish = parse_time(end, None, "end")
+        hours = elapsed_hours(begin, finish)
+        if hours <= 0:
+            raise UserError(f"--end {end} is not after --start {start}")
+        if hours > days * 24:
+            raise UserError(f"the window is {format_hours(hours)} h, longer than the {days}-day package ({days * 24} h); packages are "
+                            "never extended automatically: record each extra period as its own rental")
+    record = records.make_record(
+        "rental", campaign=campaign, run_id=records.new_id("run-rental"),
+        gpu=price.price.gpu.slug, lots=lots, days=days, start=begin.isoformat(), end=None if end is None else finish.isoformat(),
+        catalog_version=price.catalog_version, price_per_lot=str(price.price.price_per_lot), total=str(price.total),
+        currency=price.price.currency, cards_per_lot=price.price.gpu.cards_per_lot, gpus=price.gpus,
+        receipt=copy_receipt(runs_dir, campaign, receipt) if receipt else None, note=note,
+    )
+    records.append(runs_dir, record)
+    return record
+
+
+def deliver(*, runs_dir: Path | str, campaign: str, trial_id: str, name: str | None = None) -> dict:
+    """Append a deliverable for an accepted trial whose corpus was not delivered yet."""
+    runs_dir = Path(runs_dir)
+    records.check_name(campaign, "campaign")
+    folder = runs_dir / campaign
+    if not folder.is_dir():
+        raise UserError(f"campaign {campaign} has no records in {runs_dir}")
+    loaded = records.load(folder)
+    mine = [r for r in loaded.records if r["campaign"] == campaign]
+    trial = next((r for r in mine if r["kind"] == "trial" and r["record_id"] == trial_id), None)
+    if trial is None:
+        raise UserError(f"trial {trial_id} is not a trial of campaign {campaign}; see the campaign page or runs/{campaign}/records")
+    if not trial["corpus_accepted"]:
+        why = trial["error"] or "; ".join(f"{v['metric']} {v['value']} < {v['threshold']}"
+                                          for v in (trial.get("quality") or {}).get("verdicts", []) if not v["passed"])
+        raise UserError(f"trial {trial_id} is not corpus_accepted (status {trial['status']}{': ' + why if why else ''}); "
+                        "only a validated corpus can be delivered")
+    manifest = next((r for r in mine if r["kind"] == "manifest" and r["record_id"] == trial["manifest_id"]), None)
+    if manifest is None:
+        raise UserError(f"the manifest {trial['manifest_id']} of trial {trial_id} is missing; run iteralab check")
+    fingerprint = manifest["corpus"]["fingerprint"]
+    for earlier in (r for r in mine if r["kind"] == "deliverable"):
+        if earlier["corpus_fingerprint"] == fingerprint:
+            raise UserError(f"the corpus {fingerprint[:19]}… was already delivered for {campaign} "
+                            f"({earlier['record_id']}, from trial {earlier['trial_id']}); repetitions are not new deliverables")
+    record = records.make_record(
+        "deliverable", campaign=campaign, run_id=records.new_id("run-deliver"), trial_id=trial_id,
+        name=name or f"{manifest['corpus'].get('source_name') or 'corpus'} classified by {trial['variant']}",
+        corpus_fingerprint=fingerprint, predictions_sha256=trial["predictions"]["sha256"])
+    records.append(runs_dir, record)
+    return record

@@ -1,0 +1,175 @@
+"""Rentals with receipts, deliverables, evidence bundles and their verification."""
+
+from __future__ import annotations
+
+import json
+import stat
+import zipfile
+
+import pytest
+
+from generator import records
+from generator.bundle import verify_bundle
+from tests import factory
+
+
+def rezip(source, target, change):
+    """Copy a zip, passing each (name, bytes) through CHANGE (which may return None to drop it)."""
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w") as new:
+        for info in old.infolist():
+            data = change(info.filename, old.read(info))
+            if data is not None:
+                new.writestr(info, data)
+
+
+@pytest.fixture
+def measured(tiny_campaign, tmp_path, cli):
+    runs = tmp_path / "runs"
+    code, _, err = cli("run", tiny_campaign(repetitions=2, batch_sizes=(1, 4)), "--runs", runs, "--quiet")
+    assert code == 0, err
+    return runs
+
+
+@pytest.mark.slow
+def test_rental_receipt_deliverable_bundle_and_verify_end_to_end(measured, tmp_path, cli):
+    receipt = tmp_path / "reçu de location n°7 (sept).pdf"
+    receipt.write_bytes(b"%PDF-1.4 receipt \xe2\x82\xac 47.14")
+    code, out, err = cli("rental", "add", "--campaign", "tiny", "--gpu", "rtx-4090", "--lots", "2", "--days", "7",
+                         "--start", "2026-09-28T09:00", "--end", "2026-10-02T09:00", "--receipt", receipt, "--runs", measured)
+    assert code == 0, err
+    assert "220.00 USD for 2 GPUs" in out
+    rental = records.load(measured).of_kind("rental")[0]
+    assert rental["price_per_lot"] == "110.00" and rental["catalog_version"] == "2026-09-24"
+    stored = measured / rental["receipt"]["path"]
+    assert stored.name == receipt.name and stored.read_bytes() == receipt.read_bytes()
+
+    trials = records.load(measured).of_kind("trial")
+    accepted = next(t for t in trials if t["corpus_accepted"])
+    assert cli("deliver", "--campaign", "tiny", "--trial", accepted["record_id"], "--runs", measured)[0] == 0
+
+    bundle = tmp_path / "evidence.zip"
+    code, out, _ = cli("bundle", "tiny", "-o", bundle, "--runs", measured)
+    assert code == 0
+    with zipfile.ZipFile(bundle) as archive:
+        names = archive.namelist()
+    assert f"tiny-evidence/data/receipts/{rental['receipt']['sha256'][:16]}/{receipt.name}" in names
+    assert {"tiny-evidence/bagit.txt", "tiny-evidence/manifest-sha256.txt", "tiny-evidence/data/index.html",
+            "tiny-evidence/data/trials.csv", "tiny-evidence/data/catalog.csv", "tiny-evidence/data/protocol.json",
+            "tiny-evidence/data/verdicts.json"} <= set(names)
+    assert sum(name.startswith("tiny-evidence/data/predictions/") for name in names) == len(trials)
+    assert cli("verify", bundle) == (0, f"{bundle}: valid (every file present and matching its sha256)\n", "")
+
+    prediction = next(name for name in names if "/predictions/" in name)
+    altered = tmp_path / "altered.zip"
+    rezip(bundle, altered, lambda name, data: (data[:-2] + bytes([data[-2] ^ 1]) + data[-1:]) if name == prediction else data)
+    code, out, _ = cli("verify", altered)
+    assert code == 1 and prediction.removeprefix("tiny-evidence/") in out and "altered" in out
+
+
+@pytest.mark.slow
+def test_site_links_a_bundle_whose_sha256_it_shows(measured, tmp_path, cli):
+    assert cli("build", "--runs", measured, "--out", tmp_path / "site")[0] == 0
+    import hashlib
+
+    from bs4 import BeautifulSoup
+
+    page = BeautifulSoup((tmp_path / "site" / "campaigns" / "tiny" / "index.html").read_text(), "html.parser")
+    link = page.find(id="bundle").find("a")["href"]
+    data = (tmp_path / "site" / "campaigns" / "tiny" / link).read_bytes()
+    assert hashlib.sha256(data).hexdigest() in page.find(id="bundle").get_text()
+    assert verify_bundle(tmp_path / "site" / "campaigns" / "tiny" / link) == []
+
+
+@pytest.mark.slow
+def test_bundle_bytes_are_deterministic(measured, tmp_path, cli):
+    cli("bundle", "tiny", "-o", tmp_path / "one.zip", "--runs", measured)
+    cli("bundle", "tiny", "-o", tmp_path / "two.zip", "--runs", measured)
+    assert (tmp_path / "one.zip").read_bytes() == (tmp_path / "two.zip").read_bytes()
+    with zipfile.ZipFile(tmp_path / "one.zip") as archive:
+        infos = archive.infolist()
+    assert [i.filename for i in infos] == sorted(i.filename for i in infos)
+    assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
+    assert {stat.S_IMODE(i.external_attr >> 16) for i in infos} == {0o644}
+
+
+@pytest.mark.slow
+def test_verify_names_missing_and_unexpected_files(measured, tmp_path, cli):
+    cli("bundle", "tiny", "-o", tmp_path / "b.zip", "--runs", measured)
+    rezip(tmp_path / "b.zip", tmp_path / "missing.zip", lambda name, data: None if name.endswith("trials.csv") else data)
+    code, out, _ = cli("verify", tmp_path / "missing.zip")
+    assert code == 1 and "data/trials.csv: missing" in out
+    with zipfile.ZipFile(tmp_path / "b.zip") as old, zipfile.ZipFile(tmp_path / "extra.zip", "w") as new:
+        for info in old.infolist():
+            new.writestr(info, old.read(info))
+        new.writestr("tiny-evidence/data/extra.txt", b"slipped in")
+    code, out, _ = cli("verify", tmp_path / "extra.zip")
+    assert code == 1 and "data/extra.txt: unexpected" in out
+
+
+@pytest.mark.parametrize("entry", ["/etc/evil", "bag/../../evil", "..\\evil", "C:/evil"])
+def test_zip_slip_entries_are_refused_and_nothing_is_extracted(tmp_path, cli, entry):
+    bundle = tmp_path / "evil.zip"
+    with zipfile.ZipFile(bundle, "w") as archive:
+        archive.writestr("bag/bagit.txt", b"BagIt-Version: 1.0\n")
+        archive.writestr(zipfile.ZipInfo(entry), b"owned")
+    code, out, _ = cli("verify", bundle)
+    assert code == 1 and "refused" in out
+    assert not (tmp_path.parent / "evil").exists() and not (tmp_path / "evil").exists()
+
+
+def test_symbolic_links_in_a_bundle_are_refused(tmp_path, cli):
+    bundle = tmp_path / "link.zip"
+    with zipfile.ZipFile(bundle, "w") as archive:
+        info = zipfile.ZipInfo("bag/data/link")
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        info.create_system = 3
+        archive.writestr(info, "/etc/passwd")
+    code, out, _ = cli("verify", bundle)
+    assert code == 1 and "symbolic link" in out
+
+
+def test_verify_of_a_non_zip_is_a_clear_error(tmp_path, cli):
+    (tmp_path / "x.zip").write_text("not a zip")
+    assert cli("verify", tmp_path / "x.zip")[0:2] == (1, "")
+
+
+def test_deliverable_is_refused_for_an_unaccepted_trial_and_for_a_corpus_already_delivered(tmp_path, cli):
+    runs = tmp_path / "runs"
+    manifest = factory.manifest()
+    records.append(runs, manifest)
+    weak = factory.trial(manifest, "b1", accuracy=0.5, sequence=1)
+    good, again = factory.trial(manifest, "b1", sequence=2), factory.trial(manifest, "b1", sequence=3, repetition=2)
+    for trial in (weak, good, again):
+        records.append(runs, trial)
+    code, _, err = cli("deliver", "--campaign", "camp", "--trial", weak["record_id"], "--runs", runs)
+    assert code == 1 and "not corpus_accepted" in err and "accuracy 0.5 < 0.7" in err
+    assert cli("deliver", "--campaign", "camp", "--trial", good["record_id"], "--runs", runs)[0] == 0
+    code, _, err = cli("deliver", "--campaign", "camp", "--trial", again["record_id"], "--runs", runs)
+    assert code == 1 and "already delivered" in err and "repetitions are not new deliverables" in err
+    assert len(records.load(runs).of_kind("deliverable")) == 1
+    code, _, err = cli("deliver", "--campaign", "camp", "--trial", "trial-nope", "--runs", runs)
+    assert code == 1 and "is not a trial of campaign camp" in err
+
+
+def test_rental_of_an_unlisted_package_is_refused_with_the_options(tmp_path, cli):
+    code, _, err = cli("rental", "add", "--campaign", "camp", "--gpu", "rtx-6000-ada", "--lots", "1", "--days", "7",
+                       "--start", "2026-09-28T09:00", "--runs", tmp_path / "runs")
+    assert code == 1 and "3 days at 55.71 USD per lot" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_rental_window_longer_than_the_package_is_refused(tmp_path, cli):
+    code, _, err = cli("rental", "add", "--campaign", "camp", "--gpu", "rtx-4090", "--lots", "1", "--days", "3",
+                       "--start", "2026-09-28T09:00", "--end", "2026-10-02T09:00", "--runs", tmp_path / "runs")
+    assert code == 1 and "96 h, longer than the 3-day package" in err
+
+
+def test_rental_add_without_required_options_is_a_usage_error(tmp_path, cli):
+    code, _, err = cli("rental", "add", "--campaign", "camp", "--runs", tmp_path)
+    assert code == 2 and "--gpu, --lots, --days, --start" in err
+
+
+def test_rental_list(tmp_path, cli):
+    records.append(tmp_path, factory.rental())
+    code, out, _ = cli("rental", "list", "--campaign", "camp", "--runs", tmp_path, "--json")
+    assert code == 0 and json.loads(out)["rentals"][0]["total"] == "47.14"
