@@ -232,8 +232,11 @@ def cmd_demo(args) -> int:
     print(f"Records: {args.runs / CAMPAIGN / 'records'}")
     if interrupted:
         return 130
+    from generator.demo import install_example_sheets
     from generator.site import build_site
 
+    for sheet in install_example_sheets(args.runs.parent / "qualification"):
+        print(f"Example qualification sheet: {sheet} (iteralab qualify {sheet.parent} --runs {args.runs})")
     result = build_site(runs=args.runs, out=args.out)
     print(f"Site: {result['index'].resolve()}")
     return 0
@@ -243,13 +246,14 @@ def cmd_demo(args) -> int:
     arg("--runs", type=Path, default=Path("runs"), help="runs folder to read (default: runs)"),
     arg("--out", type=Path, default=Path("site"), help="output folder (default: site)"),
     arg("--notes", type=Path, help="folder of Markdown decision notes (default: notes/ beside the runs folder)"),
+    arg("--sheets", type=Path, help="folder of qualification sheets (default: qualification/ beside the runs folder)"),
     CATALOG, JSON,
 )
 def cmd_build(args) -> int:
     """Render the records, the catalog and decision notes into a static site."""
     from generator.site import build_site
 
-    result = build_site(runs=args.runs, out=args.out, notes=args.notes, catalog=args.catalog)
+    result = build_site(runs=args.runs, out=args.out, notes=args.notes, catalog=args.catalog, sheets=args.sheets)
     lines = [f"{result['campaigns']} campaign(s); re-rendered: {', '.join(result['rendered']) or 'none (unchanged)'}; "
              f"{result['written']} file(s) written, {result['unchanged']} unchanged"]
     if result["problems"]:
@@ -354,6 +358,128 @@ def cmd_verify(args) -> int:
     emit(args, {"bundle": str(args.bundle), "problems": problems, "valid": not problems},
          "\n".join(problems) if problems else f"{args.bundle}: valid (every file present and matching its sha256)")
     return 1 if problems else 0
+
+
+@command(
+    arg("--params", help="parameter count, e.g. 7e9 (or read from --model)"),
+    arg("--model", type=Path, metavar="DIR", help="local model folder: parameters from safetensors headers, architecture from config.json"),
+    arg("--bits", type=positive_int, default=16, help="bits per weight (default 16)"),
+    arg("--reserve-gib", default="0", metavar="GIB", help="reserve you choose for activations, workspace, fragmentation (GiB)"),
+    arg("--table", action="store_true", help="show the 32, 16, 8 and 4 bit rows with the same reserve"),
+    arg("--kv", action="store_true", help="add the KV cache as its own line"),
+    arg("--tokens", type=positive_int, help="tokens per sequence for --kv"),
+    arg("--sequences", type=positive_int, help="sequences held at once for --kv"),
+    arg("--kv-bits", type=positive_int, default=16, help="bits per cached value (default 16)"),
+    arg("--layers", type=positive_int, help="layers, when --model does not give them"),
+    arg("--kv-heads", type=positive_int, help="key/value heads, when --model does not give them"),
+    arg("--head-dim", type=positive_int, help="head dimension, when --model does not give it"),
+    arg("--mode", choices=["inference", "training"], default="inference", help="training lists the further items to document"),
+    CATALOG, JSON,
+)
+def cmd_size(args) -> int:
+    """Estimate memory per GPU: weights, your reserve and KV cache, against the catalog's cards."""
+    from decimal import Decimal, InvalidOperation
+
+    from generator.catalog import load_catalog
+    from generator.sizing import (
+        TABLE_BITS,
+        THEORETICAL_NOTE,
+        TRAINING_ITEMS,
+        card_fit,
+        gb,
+        gib,
+        kv_cache_bytes,
+        parse_count,
+        read_architecture,
+        weights_bytes,
+    )
+
+    if (args.params is None) == (args.model is None):
+        raise UsageError("give either --params or --model")
+    architecture = read_architecture(args.model) if args.model else None
+    parameters = architecture.parameters if architecture else parse_count(args.params, "--params")
+    try:
+        reserve_gib = Decimal(args.reserve_gib)
+    except InvalidOperation:
+        raise UsageError(f"--reserve-gib {args.reserve_gib!r} is not a number") from None
+    if not reserve_gib.is_finite() or reserve_gib < 0:
+        raise UsageError("--reserve-gib must be zero or more")
+    reserve = reserve_gib * Decimal(2**30)
+    kv = None
+    if args.kv:
+        layers = args.layers or (architecture.layers if architecture else None)
+        kv_heads = args.kv_heads or (architecture.kv_heads if architecture else None)
+        head_dim = args.head_dim or (architecture.head_dim if architecture else None)
+        missing = [flag for flag, value in (("--tokens", args.tokens), ("--sequences", args.sequences), ("--layers", layers),
+                                            ("--kv-heads", kv_heads), ("--head-dim", head_dim)) if value is None]
+        if missing:
+            raise UsageError(f"--kv needs {', '.join(missing)}")
+        kv = {"layers": layers, "kv_heads": kv_heads, "head_dim": head_dim, "tokens": args.tokens, "sequences": args.sequences,
+              "bits": args.kv_bits, "bytes": kv_cache_bytes(layers=layers, kv_heads=kv_heads, head_dim=head_dim,
+                                                              tokens=args.tokens, sequences=args.sequences, bits=args.kv_bits)}
+    rows = []
+    for bits in (TABLE_BITS if args.table else (args.bits,)):
+        weights = weights_bytes(parameters, bits)
+        envelope = weights + reserve
+        rows.append({"bits": bits, "weights_bytes": int(weights), "weights_gb": str(gb(weights)), "weights_gib": str(gib(weights)),
+                     "envelope_gib": str(gib(envelope)), "envelope_gb": str(gb(envelope)),
+                     "note": THEORETICAL_NOTE if bits == 4 else None})
+    need = weights_bytes(parameters, args.bits) + reserve + (kv["bytes"] if kv else 0)
+    cards = card_fit(load_catalog(args.catalog), need)
+    source = f"read from the safetensors headers in {architecture.source}" if architecture else "given"
+    lines = [f"Parameters: {parameters:,} ({source})"]
+    for row in rows:
+        lines.append(f"{row['bits']:>2} bit: weights only {row['weights_bytes']:,} B = {row['weights_gb']} GB = {row['weights_gib']} GiB; "
+                     f"envelope {row['envelope_gib']} GiB ({row['envelope_gb']} GB)" + (f"  [{row['note']}]" if row["note"] else ""))
+    lines.append(f"Reserve: {reserve_gib} GiB, your assumption (never computed from the model)"
+                 + ("; none given: add --reserve-gib for activations, workspace and fragmentation" if not reserve_gib else ""))
+    if kv:
+        lines.append(f"KV cache: 2 x {kv['layers']} layers x {kv['kv_heads']} KV heads x {kv['head_dim']} head dim x {kv['tokens']} tokens "
+                     f"x {kv['sequences']} sequences x {kv['bits'] // 8 if kv['bits'] % 8 == 0 else kv['bits'] / 8} bytes "
+                     f"= {int(kv['bytes']):,} B = {kv['bytes'] / 2**20:,.2f} MiB = {gib(kv['bytes'])} GiB (on top of the envelope)")
+    lines.append(f"Per GPU at {args.bits} bit{' with KV cache' if kv else ''}: {gib(need)} GiB needed "
+                 "(a model is never assumed to split across cards; GB = 10^9 B, GiB = 2^30 B)")
+    for card in cards:
+        capacity = f"{card['capacity_gb']} GB = {card['capacity_gib']} GiB" if card["capacity_gb"] is not None else "capacity not stated"
+        lines.append(f"  {card['name']} ({capacity}): {card['status']}: {card['note']}")
+    if args.mode == "training":
+        lines.append("Training adds items to document one by one (no hidden multiplier is applied):")
+        lines.extend(f"  - {item}: {why}" for item, why in TRAINING_ITEMS)
+    emit(args, {"parameters": parameters, "parameters_source": source, "reserve_gib": str(reserve_gib), "rows": rows,
+                "kv_cache": None if kv is None else {**kv, "bytes": int(kv["bytes"]), "gib": str(gib(kv["bytes"]))},
+                "need_per_gpu_gib": str(gib(need)), "cards": [{**c, "capacity_gb": None if c["capacity_gb"] is None else str(c["capacity_gb"]),
+                                                                "capacity_gib": None if c["capacity_gib"] is None else str(c["capacity_gib"])} for c in cards],
+                "training_items": [item for item, _ in TRAINING_ITEMS] if args.mode == "training" else None},
+         "\n".join(lines))
+    return 0
+
+
+@command(
+    arg("sheets", nargs="?", type=Path, default=Path("qualification"), help="folder of qualification sheets (default: qualification)"),
+    arg("--runs", type=Path, default=Path("runs"), help="runs folder with the campaigns' evidence (default: runs)"),
+    CATALOG, JSON,
+)
+def cmd_qualify(args) -> int:
+    """Settle each candidate's six criteria from evidence and sheets; rank the selected ones."""
+    from generator.catalog import load_catalog
+    from generator.qualify import qualify
+    from generator.records import Loaded, load
+
+    loaded = load(args.runs) if args.runs.is_dir() else Loaded()
+    sheets = qualify(args.sheets, loaded, load_catalog(args.catalog))
+    lines = []
+    for rank, sheet in enumerate(sheets, start=1):
+        total = f"{sheet.total} USD" if sheet.total is not None else "not priced"
+        lines.append(f"{rank}. {sheet.candidate}: {sheet.outcome.upper()} ({sheet.lots} lot(s) {sheet.gpu} x {sheet.days} days, "
+                     f"{total}, variant {sheet.variant} of {sheet.campaign})")
+        for criterion in sheet.criteria:
+            origin = "override: " + criterion.override_reason if criterion.override_reason else ("derived" if criterion.derived else "entered")
+            lines.append(f"     {criterion.name:<24} {criterion.status:<11} {criterion.note} [{origin}; {criterion.document or 'no document'}]")
+    emit(args, {"sheets": [{"candidate": s.candidate, "outcome": s.outcome, "source": s.source, "gpu": s.gpu, "lots": s.lots,
+                            "days": s.days, "total": None if s.total is None else str(s.total), "open_conditions": s.open_conditions,
+                            "criteria": [vars(c) for c in s.criteria]} for s in sheets]},
+         "\n".join(lines) or f"no *.toml sheet in {args.sheets}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:

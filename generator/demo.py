@@ -162,6 +162,21 @@ def campaign_text(workspace: Path, training: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def install_example_sheets(folder: Path) -> list[Path]:
+    """Copy the example qualification sheets into FOLDER, never overwriting the user's files."""
+    from importlib import resources
+
+    written = []
+    source = resources.files("generator") / "data" / "qualification"
+    for item in sorted(source.iterdir(), key=lambda entry: entry.name):
+        target = Path(folder) / item.name
+        if item.name.endswith(".toml") and not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(item.read_bytes())
+            written.append(target)
+    return written
+
+
 def prepare_workspace(*, log=None) -> Path:
     """Build (once) the corpora, the fine-tuned model and the campaign file; return the campaign file."""
     from transformers import AutoTokenizer

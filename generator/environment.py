@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import generator
+from generator.errors import UserError
+from generator.sizing import safetensors_parameters
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "pandas")
 TOKENIZER_FILE_PREFIXES = ("tokenizer", "vocab", "special_tokens_map", "merges", "spiece", "sentencepiece")
@@ -34,7 +36,13 @@ def model_files(model_dir: Path, revision: str | None = None) -> dict:
         if path.is_file() and not any(part.startswith(".") for part in path.relative_to(model_dir).parts)
     }
     listing = "".join(f"{name} {digest}\n" for name, digest in files.items())
+    try:
+        parameters, parameters_reason = safetensors_parameters(model_dir), None
+    except UserError as error:
+        parameters, parameters_reason = None, str(error)
     return {
+        "parameters": parameters,
+        "parameters_reason": parameters_reason,
         "directory_name": model_dir.name,
         "files_sha256": files,
         "tokenizer_files": [name for name in files if name.split("/")[-1].startswith(TOKENIZER_FILE_PREFIXES)],

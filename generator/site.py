@@ -19,6 +19,7 @@ from generator import charts
 from generator.catalog import Catalog, gb_to_gib, load_catalog
 from generator.errors import UserError
 from generator.notes import load_notes
+from generator.qualify import qualify
 from generator.records import KINDS, load
 from generator.tables import CampaignView, campaign_views
 
@@ -110,7 +111,7 @@ def _campaign_key(view: CampaignView, notes, catalog: Catalog, templates: Path) 
 
 
 def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Path | str | None = None,
-               catalog: Path | str | None = None, chart_cache: Path | None = None) -> dict:
+               catalog: Path | str | None = None, sheets: Path | str | None = None, chart_cache: Path | None = None) -> dict:
     """Render every page; campaigns whose inputs did not change since the last build are skipped."""
     runs, out = Path(runs), Path(out)
     loaded = load(runs)
@@ -118,6 +119,8 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
     all_notes = load_notes(Path(notes) if notes else runs.parent / "notes")
     catalog_path = Path(catalog) if catalog else None
     views = campaign_views(loaded)
+    sheets_dir = Path(sheets) if sheets else runs.parent / "qualification"
+    qualified = qualify(sheets_dir, loaded, price_catalog) if sheets_dir.is_dir() else []
     env = environment()
     writer = Writer(out)
     state_path = out / STATE_FILE
@@ -137,6 +140,7 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
                                      "is missing from the runs folder")
                 trial["predictions_missing"] = True
         mine = [note for note in all_notes if note.meta.get("campaign") == view.name]
+        view.sheets = [sheet for sheet in qualified if sheet.campaign == view.name]
         own_stamp = _build_stamp(view.last_at if view.manifests or view.trials else None)
         key = _campaign_key(view, mine, price_catalog, TEMPLATES) + own_stamp
         new_state[view.name] = key
@@ -150,6 +154,7 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
     writer.write("index.html", env.get_template("index.html").render(root="", views=views, notes=all_notes,
                                                                       problems=loaded.problems, **common))
     writer.write("catalog.html", env.get_template("catalog.html").render(root="", rows=_catalog_rows(price_catalog), **common))
+    writer.write("sizing.html", env.get_template("sizing.html").render(root="", rows=sizing_rows(views), **common))
     for note in all_notes:
         writer.write(f"notes/{note.slug}.html", env.get_template("note.html").render(
             root="../", note=note, known={v.name for v in views}, **common))
@@ -195,6 +200,30 @@ def _render_campaign(env, writer: Writer, view: CampaignView, notes, runs: Path,
         writer.write(f"{base}/manifests/{manifest['record_id']}.json",
                      json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     writer.write(f"{base}/trials.csv", trial_table_csv(view))
+    writer.write(f"{base}/qualification.html", env.get_template("qualification.html").render(
+        root="../../", view=view, sheets=view.sheets, **common))
+
+
+def sizing_rows(views: list[CampaignView]) -> list[dict]:
+    """Per campaign and variant: the weights estimate from the parameter count beside the observed peaks."""
+    from generator.sizing import weights_bytes
+
+    rows = []
+    for view in views:
+        model = view.manifests[-1]["model"] if view.manifests else {}
+        parameters = model.get("parameters")
+        for variant in view.variants:
+            bits = 8 if variant.config.get("quantization") == "dynamic-int8" else {"fp32": 32, "bf16": 16, "fp16": 16}.get(
+                variant.config.get("precision"), 32)
+            allocated, allocated_reason = variant.peak("gpu_peak_allocated_bytes")
+            reserved, reserved_reason = variant.peak("gpu_peak_reserved_bytes")
+            rss, rss_reason = variant.peak("host_peak_rss_bytes")
+            rows.append({"campaign": view.name, "variant": variant.name, "parameters": parameters,
+                         "parameters_reason": model.get("parameters_reason") or "no manifest with a parameter count",
+                         "bits": bits, "estimate": None if parameters is None else int(weights_bytes(parameters, bits)),
+                         "allocated": allocated, "allocated_reason": allocated_reason, "reserved": reserved,
+                         "reserved_reason": reserved_reason, "rss": rss, "rss_reason": rss_reason})
+    return rows
 
 
 def trial_table_csv(view: CampaignView) -> str:

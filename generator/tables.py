@@ -97,6 +97,7 @@ class CampaignView:
     deliverables: list[dict]
     variants: list[VariantSummary]
     problems: list[str]
+    sheets: list = field(default_factory=list)
 
     @property
     def fingerprints(self) -> list[str]:

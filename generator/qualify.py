@@ -1,0 +1,204 @@
+"""Qualification sheets: six mandatory criteria per candidate, derived from evidence where it exists."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+from generator.catalog import Catalog, money
+from generator.errors import UserError
+from generator.records import Loaded
+from generator.schedule import elapsed_hours, format_hours, parse_time
+from generator.sizing import gib
+
+CRITERIA = ("workload_covered", "compatibility", "memory_per_gpu", "quality", "distribution_and_server", "budget_and_schedule")
+DERIVED = ("memory_per_gpu", "quality", "budget_and_schedule")
+STATUSES = ("acceptable", "to-confirm", "exclude")
+TOP_KEYS = {"candidate", "campaign", "variant", "gpu", "lots", "days", "window_start", "window_end", "budget", "criteria"}
+
+
+@dataclass
+class Criterion:
+    """One criterion's status, the document it rests on and why."""
+
+    name: str
+    status: str
+    document: str | None
+    note: str
+    derived: bool = False
+    override_reason: str | None = None
+
+
+@dataclass
+class Sheet:
+    """One candidate configuration with its six criteria and the outcome."""
+
+    source: str
+    candidate: str
+    campaign: str
+    variant: str
+    gpu: str
+    lots: int
+    days: int
+    total: Decimal | None
+    margin_bytes: int | None
+    spare_hours: Decimal | None
+    criteria: list[Criterion] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        statuses = {c.status for c in self.criteria}
+        if "exclude" in statuses:
+            return "excluded"
+        return "selected" if statuses == {"acceptable"} else "to confirm"
+
+    @property
+    def open_conditions(self) -> list[str]:
+        return [f"{c.name}: {c.note}" for c in self.criteria if c.status == "to-confirm"]
+
+
+def _read(path: Path) -> dict:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"{path}: not valid TOML ({error})") from None
+    unknown = sorted(set(data) - TOP_KEYS)
+    if unknown:
+        raise UserError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(TOP_KEYS))}")
+    for key, kind in (("candidate", str), ("campaign", str), ("variant", str), ("gpu", str), ("lots", int), ("days", int)):
+        if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
+            raise UserError(f"{path}: {key} is required ({'text' if kind is str else 'a whole number'})")
+    criteria = data.get("criteria", {})
+    if not isinstance(criteria, dict):
+        raise UserError(f"{path}: [criteria] must be a table of the six criteria")
+    for name, entry in criteria.items():
+        where = f"{path}: [criteria.{name}]"
+        if name not in CRITERIA:
+            raise UserError(f"{where} is not a criterion; the six are {', '.join(CRITERIA)}")
+        if not isinstance(entry, dict) or entry.get("status") not in STATUSES:
+            raise UserError(f"{where} status must be one of {', '.join(STATUSES)}")
+        if entry["status"] != "acceptable" and not entry.get("note"):
+            raise UserError(f"{where} needs a note: the exact condition to confirm or the failure that excludes")
+        if entry["status"] == "acceptable" and not entry.get("document"):
+            raise UserError(f"{where} is acceptable only with the verifiable document it rests on (document = ...)")
+    return data
+
+
+def _trials(loaded: Loaded, campaign: str, variant: str) -> list[dict]:
+    return [r for r in loaded.records if r["kind"] == "trial" and r["campaign"] == campaign and r["variant"] == variant]
+
+
+def derive_quality(trials: list[dict], variant: str) -> Criterion:
+    """Acceptable when a successful trial passed every threshold with matching ids; exclude when all failed them."""
+    ok = [t for t in trials if t["status"] == "ok"]
+    if not ok:
+        return Criterion("quality", "to-confirm", None, f"no successful trial of {variant}: run the campaign for it", True)
+    accepted = [t for t in ok if t["corpus_accepted"]]
+    if accepted:
+        return Criterion("quality", "acceptable", f"trial {accepted[0]['record_id']}",
+                         f"{len(accepted)}/{len(ok)} successful trials passed every threshold with all ids", True)
+    failed = sorted({f"{v['metric']} {v['value']:.3f} < {v['threshold']}" for t in ok
+                     for v in (t.get("quality") or {}).get("verdicts", []) if not v["passed"] and v["value"] is not None})
+    return Criterion("quality", "exclude", f"trial {ok[0]['record_id']}",
+                     f"no successful trial met the protocol: {'; '.join(failed) or 'ids or format did not match'}", True)
+
+
+def derive_memory(trials: list[dict], catalog: Catalog, gpu: str) -> tuple[Criterion, int | None]:
+    """Compare the highest observed GPU reserved peak with the card's nominal capacity."""
+    card = catalog.gpu(gpu)
+    peaks = [(phase["gpu_peak_reserved_bytes"], t["record_id"]) for t in trials if t["status"] == "ok"
+             for phase in t["phases"].values() if phase.get("gpu_peak_reserved_bytes") is not None]
+    ooms = [t for t in trials if t["status"] == "oom"]
+    if card.memory_per_card_gb is None:
+        return Criterion("memory_per_gpu", "to-confirm", f"catalog row {card.slug}",
+                         f"the catalog does not state {card.name}'s memory: confirm the capacity per card", True), None
+    capacity = int(card.memory_per_card_gb * Decimal(10**9))
+    if not peaks:
+        why = "the campaign ran without a GPU, so no GPU peak was observed"
+        if ooms:
+            why = f"{len(ooms)} trial(s) ran out of memory and none succeeded"
+        return Criterion("memory_per_gpu", "to-confirm", None,
+                         f"{why}: measure the variant on a {card.name} ({gib(capacity)} GiB per card)", True), None
+    peak, trial_id = max(peaks)
+    margin = capacity - peak
+    document = f"trial {trial_id} (peak reserved {peak:,} B) against catalog {card.name} {card.memory_per_card_gb} GB"
+    if margin < 0:
+        return Criterion("memory_per_gpu", "exclude", document, f"observed peak {gib(peak)} GiB exceeds {gib(capacity)} GiB", True), margin
+    return Criterion("memory_per_gpu", "acceptable", document, f"margin {gib(margin)} GiB per card", True), margin
+
+
+def derive_budget(data: dict, catalog: Catalog, source: str) -> tuple[Criterion, Decimal | None, Decimal | None]:
+    """Price the package from the catalog and hold the window and budget against it."""
+    card = catalog.gpu(data["gpu"])
+    row = catalog.prices.get((card.slug, data["days"]))
+    if row is None:
+        return Criterion("budget_and_schedule", "exclude", f"catalog {catalog.version}",
+                         f"no {data['days']}-day package for {card.name}; listed: {catalog.options(card.slug)}", True), None, None
+    total = money(row.price_per_lot * data["lots"])
+    document = f"catalog {catalog.version}: {row.price_per_lot} {row.currency} per lot x {data['lots']} = {total} {row.currency}"
+    if not data.get("window_start") or not data.get("window_end"):
+        return Criterion("budget_and_schedule", "to-confirm", document,
+                         "no window stated: give window_start and window_end to check the schedule", True), total, None
+    hours = elapsed_hours(parse_time(data["window_start"], None, "window_start"), parse_time(data["window_end"], None, "window_end"))
+    spare = Decimal(data["days"] * 24) - hours
+    if spare < 0:
+        return Criterion("budget_and_schedule", "exclude", document,
+                         f"the window is {format_hours(hours)} h, longer than the {data['days'] * 24} h package (no automatic extension)", True), total, spare
+    if data.get("budget") is not None:
+        try:
+            budget = Decimal(str(data["budget"]))
+        except InvalidOperation:
+            raise UserError(f"{source}: budget {data['budget']!r} is not an amount") from None
+        if total > budget:
+            return Criterion("budget_and_schedule", "exclude", document, f"{total} exceeds the budget {budget}", True), total, spare
+    return Criterion("budget_and_schedule", "acceptable", document,
+                     f"{format_hours(hours)} h window within {data['days'] * 24} h ({format_hours(spare)} h spare)", True), total, spare
+
+
+def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog) -> Sheet:
+    """Read one sheet and settle its six criteria."""
+    data = _read(path)
+    trials = _trials(loaded, data["campaign"], data["variant"])
+    quality = derive_quality(trials, data["variant"])
+    memory, margin = derive_memory(trials, catalog, data["gpu"])
+    budget, total, spare = derive_budget(data, catalog, str(path))
+    derived = {"quality": quality, "memory_per_gpu": memory, "budget_and_schedule": budget}
+    sheet = Sheet(str(path), data["candidate"], data["campaign"], data["variant"], catalog.gpu(data["gpu"]).slug,
+                  data["lots"], data["days"], total, margin, spare)
+    entries = data.get("criteria", {})
+    for name in CRITERIA:
+        entry = entries.get(name)
+        if name in derived:
+            criterion = derived[name]
+            if entry is not None:
+                if not entry.get("override_reason"):
+                    raise UserError(f"{path}: [criteria.{name}] is derived from evidence ({criterion.status}: {criterion.note}); "
+                                    "to override it, add override_reason = \"...\" saying why")
+                criterion = Criterion(name, entry["status"], entry.get("document"), entry.get("note", ""), True,
+                                      f"{entry['override_reason']} (evidence said {criterion.status}: {criterion.note})")
+        elif entry is None:
+            criterion = Criterion(name, "to-confirm", None, f"not documented: add [criteria.{name}] with the document it rests on")
+        else:
+            criterion = Criterion(name, entry["status"], entry.get("document"), entry.get("note", ""))
+        sheet.criteria.append(criterion)
+    return sheet
+
+
+def qualify(folder: Path | str, loaded: Loaded, catalog: Catalog) -> list[Sheet]:
+    """Settle every ``*.toml`` sheet in FOLDER; selected ones first, ranked by cost, then margin, then spare time."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UserError(f"{folder} is not a folder of qualification sheets (*.toml)")
+    sheets = [qualify_sheet(path, loaded, catalog) for path in sorted(folder.glob("*.toml"))]
+    return rank(sheets)
+
+
+def rank(sheets: list[Sheet]) -> list[Sheet]:
+    """Order selected sheets by total cost, larger memory margin, more spare hours; then the others."""
+    order = {"selected": 0, "to confirm": 1, "excluded": 2}
+    return sorted(sheets, key=lambda s: (order[s.outcome], s.total if s.total is not None else Decimal("Infinity"),
+                                         -(s.margin_bytes or 0), -(s.spare_hours or 0), s.candidate))
