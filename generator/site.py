@@ -96,6 +96,26 @@ class Writer:
         self.written += 1
 
 
+def _inputs_digest(runs: Path, notes_dir: Path, sheets_dir: Path, catalog: Path | None) -> str:
+    """Hash everything a build reads: record bytes, other files by size and time, notes, sheets, catalog, templates."""
+    digest = hashlib.sha256(f"{generator.__version__}|{os.environ.get('SOURCE_DATE_EPOCH')}".encode())
+    for path in sorted(p for p in runs.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(runs).as_posix().encode("utf-8", "surrogateescape") + b"\0")
+        if path.suffix == ".jsonl" and path.parent.name == "records":
+            digest.update(path.read_bytes())
+        else:
+            # Predictions, receipts and corpus copies are written once; their size and time stand for them.
+            info = path.stat()
+            digest.update(f"{info.st_size}:{info.st_mtime_ns}".encode())
+    for folder in (notes_dir, sheets_dir, TEMPLATES):
+        if folder.is_dir():
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                digest.update(path.as_posix().encode("utf-8", "surrogateescape") + b"\0" + path.read_bytes())
+    if catalog is not None and catalog.is_file():
+        digest.update(catalog.read_bytes())
+    return digest.hexdigest()
+
+
 def _campaign_key(view: CampaignView, notes, catalog: Catalog, templates: Path) -> str:
     digest = hashlib.sha256()
     digest.update(generator.__version__.encode())
@@ -114,22 +134,29 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
                catalog: Path | str | None = None, sheets: Path | str | None = None, chart_cache: Path | None = None) -> dict:
     """Render every page; campaigns whose inputs did not change since the last build are skipped."""
     runs, out = Path(runs), Path(out)
-    loaded = load(runs)
-    price_catalog = load_catalog(catalog)
-    all_notes = load_notes(Path(notes) if notes else runs.parent / "notes")
-    catalog_path = Path(catalog) if catalog else None
-    views = campaign_views(loaded)
+    notes_dir = Path(notes) if notes else runs.parent / "notes"
     sheets_dir = Path(sheets) if sheets else runs.parent / "qualification"
-    qualified = qualify(sheets_dir, loaded, price_catalog) if sheets_dir.is_dir() else []
-    env = environment()
-    writer = Writer(out)
     state_path = out / STATE_FILE
     try:
         state = json.loads(state_path.read_text(encoding="utf-8")) if state_path.is_file() else {}
     except (json.JSONDecodeError, UnicodeDecodeError):
         state = {}
+    if not runs.is_dir():
+        raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records")
+    inputs = _inputs_digest(runs, notes_dir, sheets_dir, Path(catalog) if catalog else None)
+    if state.get("inputs") == inputs and (out / "index.html").is_file():
+        return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [],
+                "written": 0, "unchanged": 0, "problems": state.get("problems", [])}
+    loaded = load(runs)
+    price_catalog = load_catalog(catalog)
+    all_notes = load_notes(Path(notes) if notes else runs.parent / "notes")
+    catalog_path = Path(catalog) if catalog else None
+    views = campaign_views(loaded)
+    qualified = qualify(sheets_dir, loaded, price_catalog) if sheets_dir.is_dir() else []
+    env = environment()
+    writer = Writer(out)
+    previous = state.get("campaigns", {})
     cache = chart_cache if chart_cache is not None else out.parent / ".iteralab-cache" / "charts"
-    notes_dir = Path(notes) if notes else runs.parent / "notes"
     stamp = _build_stamp(max((view.last_at for view in views if view.manifests or view.trials), default=None))
     common = {"stamp": stamp, "catalog": price_catalog}
     new_state, rendered = {}, []
@@ -144,12 +171,12 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
         own_stamp = _build_stamp(view.last_at if view.manifests or view.trials else None)
         key = _campaign_key(view, mine, price_catalog, TEMPLATES) + own_stamp
         new_state[view.name] = key
-        if state.get(view.name) == key and (out / "campaigns" / view.name / "index.html").is_file():
+        if previous.get(view.name) == key and (out / "campaigns" / view.name / "index.html").is_file():
             continue
         _render_campaign(env, writer, view, mine, runs, cache, {**common, "stamp": own_stamp},
                          notes_dir=notes_dir, catalog_path=catalog_path)
         rendered.append(view.name)
-    for stale in set(state) - set(new_state):
+    for stale in set(previous) - set(new_state):
         shutil.rmtree(out / "campaigns" / stale, ignore_errors=True)
     writer.write("index.html", env.get_template("index.html").render(root="", views=views, notes=all_notes,
                                                                       problems=loaded.problems, **common))
@@ -162,7 +189,8 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
     folder = resources.files("generator") / "schemas"
     for kind in ("common", *KINDS):
         writer.write(f"schemas/{kind}.schema.json", (folder / f"{kind}.schema.json").read_bytes())
-    writer.write(STATE_FILE, json.dumps(new_state, indent=2, sort_keys=True) + "\n")
+    writer.write(STATE_FILE, json.dumps({"inputs": inputs, "campaigns": new_state, "problems": loaded.problems},
+                                        indent=2, sort_keys=True) + "\n")
     return {"index": out / "index.html", "campaigns": len(views), "rendered": rendered,
             "written": writer.written, "unchanged": writer.kept, "problems": loaded.problems}
 

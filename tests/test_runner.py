@@ -214,3 +214,32 @@ def test_run_refuses_unknown_campaign_file(tmp_path, cli):
 def test_entry_point_runs_as_module(tmp_path):
     result = run_module("--version")
     assert result.returncode == 0 and "iteralab" in result.stdout
+
+
+@pytest.mark.slow
+def test_runner_killed_at_random_points_keeps_every_written_record(tiny_campaign, tmp_path, cli):
+    """SIGKILL mid-campaign, three times at different moments: earlier bytes never change, only a torn tail is reported."""
+    import random
+
+    runs = tmp_path / "runs"
+    campaign = tiny_campaign(repetitions=100, batch_sizes=(1, 4))
+    generator = random.Random(3)
+    snapshot = b""
+    for _ in range(3):
+        process = subprocess.Popen([sys.executable, "-m", "generator", "run", str(campaign), "--runs", str(runs), "--quiet"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and sum(p.read_bytes().count(b"\n") for p in runs.glob("tiny/records/*.jsonl")) < len(snapshot.splitlines()) + 3:
+            time.sleep(0.05)
+        time.sleep(generator.uniform(0.0, 0.4))  # somewhere inside a trial or a record write
+        process.kill()
+        process.wait()
+        files = sorted(runs.glob("tiny/records/*.jsonl"))
+        data = b"".join(path.read_bytes() for path in files[:-1])
+        assert data.startswith(snapshot[: len(data)]) or snapshot.startswith(data)
+        snapshot = b"".join(path.read_bytes() for path in files)
+        loaded = records.load(runs)
+        assert all("incomplete last line" in problem for problem in loaded.problems), loaded.problems
+        assert loaded.of_kind("manifest") and len(loaded.of_kind("trial")) >= 1
+    code, out, _ = cli("check", runs)
+    assert "Traceback" not in out and code in (0, 1)

@@ -1,0 +1,177 @@
+"""Property tests: every malformed input gives a clear error or a listed problem, never a traceback or a lost record."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from generator import records
+from generator.campaign import load_campaign
+from generator.catalog import parse_catalog
+from generator.corpus import load_corpus
+from generator.errors import UserError
+from tests import factory
+from tests.tiny import CAMPAIGN
+
+FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+text_values = st.one_of(
+    st.text(max_size=40), st.integers(), st.floats(allow_nan=True), st.booleans(), st.none(),
+    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+)
+nasty_strings = st.one_of(
+    st.text(max_size=60), st.sampled_from(["<script>alert(1)</script>", "\x00\x1b[31m", "&amp;<b>", "\u202e\ufeff", "a" * 5000]))
+
+
+def expect_clear(function, *args):
+    """Run FUNCTION; it may succeed or raise UserError, nothing else."""
+    try:
+        return function(*args)
+    except UserError as error:
+        assert str(error) and "\n" not in str(error).strip()
+        return None
+
+
+@FUZZ
+@given(st.binary(max_size=400))
+def test_any_bytes_as_a_corpus_give_a_corpus_or_a_clear_error(data):
+    with tempfile.TemporaryDirectory() as folder:
+        for suffix in (".jsonl", ".csv"):
+            path = Path(folder) / f"corpus{suffix}"
+            path.write_bytes(data)
+            expect_clear(load_corpus, path)
+
+
+@FUZZ
+@given(st.lists(st.fixed_dictionaries({}, optional={"id": text_values, "text": text_values, "label": text_values}), max_size=6))
+def test_corpus_rows_with_wrong_types_are_refused_or_read(rows):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "c.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        corpus = expect_clear(load_corpus, path)
+        if corpus is not None:
+            assert all(entry.id and entry.text.strip() for entry in corpus.entries)
+            assert len({entry.id for entry in corpus.entries}) == len(corpus.entries)
+
+
+@pytest.mark.parametrize(("data", "outcome"), [
+    (b"\xef\xbb\xbf" + b'{"id": "a", "text": "bom"}\n', "a"),
+    (b'{"id": "a", "text": "crlf"}\r\n{"id": "b", "text": "x"}\r\n', "a,b"),
+    (b"", "has no entries"),
+    (b'{"id": "a", "text": "' + b"w " * 5_000_000 + b'"}\n', "a"),
+])
+def test_corpus_edge_cases(tmp_path, data, outcome):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(data)
+    try:
+        assert ",".join(load_corpus(path).ids) == outcome
+    except UserError as error:
+        assert outcome in str(error)
+
+
+REPLACEMENTS = st.sampled_from(["0", "-1", '"x"', "true", "[]", "{}", "1e309", '""', "3.5", '"rest"', '"fp8"', "nan"])
+
+
+@FUZZ
+@given(st.data())
+def test_mutated_campaign_files_give_a_campaign_or_a_clear_error(data):
+    text = CAMPAIGN.format(name="fuzz", corpus="c.jsonl", model="m", repetitions=2, accuracy=0.5, min_agreement=0.9,
+                           variants='\n[[variants]]\nname = "b1"\nbatch_size = 1\n')
+    lines = text.splitlines()
+    for _ in range(data.draw(st.integers(1, 3))):
+        index = data.draw(st.integers(0, len(lines) - 1))
+        if "=" in lines[index] and data.draw(st.booleans()):
+            lines[index] = lines[index].split("=")[0] + "= " + data.draw(REPLACEMENTS)
+        else:
+            del lines[index]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "campaign.toml"
+        path.write_text("\n".join(lines), encoding="utf-8")
+        expect_clear(load_campaign, path)
+
+
+@FUZZ
+@given(st.lists(st.one_of(
+    st.binary(max_size=80),
+    st.builds(lambda record, key, value: json.dumps({**record, key: value}, default=str).encode(),
+              st.just(factory.rental()), st.sampled_from(["kind", "schema_version", "total", "lots", "record_id", "receipt",
+                                                          "campaign", "created_at"]), text_values),
+    st.builds(lambda cut: json.dumps(factory.rental()).encode()[:cut], st.integers(0, 300)),
+), max_size=5))
+def test_corrupt_record_lines_are_listed_and_never_lose_the_good_record(lines):
+    with tempfile.TemporaryDirectory() as folder:
+        runs = Path(folder)
+        good = factory.rental()
+        path = records.append(runs, good)
+        with open(path, "ab") as handle:
+            for line in lines:
+                handle.write(line.replace(b"\n", b" ") + b"\n")
+        before = path.read_bytes()
+        loaded = records.load(runs)
+        assert good["record_id"] in {record["record_id"] for record in loaded.records}
+        for problem in loaded.problems:
+            assert problem.startswith("camp/records/run-rentals.jsonl:")
+        records.append(runs, factory.rental())
+        assert path.read_bytes().startswith(before)
+
+
+@FUZZ
+@given(st.lists(st.lists(st.one_of(st.text(max_size=8), st.sampled_from(["rtx-4090", "3", "7", "30", "-1", "1.999", "USD", ""])),
+                         min_size=0, max_size=9), max_size=4))
+def test_any_catalog_gives_a_catalog_or_a_clear_error(rows):
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["catalog_version", "gpu", "gpu_name", "cards_per_lot", "memory_per_card_gb", "days", "price_per_lot", "currency"])
+    writer.writerows(rows)
+    catalog = expect_clear(parse_catalog, buffer.getvalue(), "fuzz.csv")
+    if catalog is not None:
+        assert all(price.price_per_lot >= 0 and price.days in (3, 7, 30) for price in catalog.prices.values())
+
+
+@FUZZ
+@given(st.data())
+def test_mutated_qualification_sheets_give_sheets_or_a_clear_error(data):
+    from importlib import resources
+
+    from generator.catalog import load_catalog
+    from generator.qualify import qualify
+
+    text = (resources.files("generator") / "data" / "qualification" / "demo-rtx-4090.toml").read_text()
+    lines = text.splitlines()
+    for _ in range(data.draw(st.integers(1, 3))):
+        index = data.draw(st.integers(0, len(lines) - 1))
+        if "=" in lines[index] and data.draw(st.booleans()):
+            lines[index] = lines[index].split("=")[0] + "= " + data.draw(REPLACEMENTS)
+        else:
+            del lines[index]
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "sheet.toml").write_text("\n".join(lines), encoding="utf-8")
+        expect_clear(qualify, Path(folder), records.Loaded(), load_catalog())
+
+
+@settings(max_examples=8, deadline=None)
+@given(title=nasty_strings, variant=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True), error=nasty_strings,
+       model=nasty_strings)
+def test_record_strings_never_reach_a_page_unescaped(title, variant, error, model):
+    from bs4 import BeautifulSoup
+
+    from generator.site import build_site
+
+    with tempfile.TemporaryDirectory() as folder:
+        runs = Path(folder) / "runs"
+        manifest = factory.manifest(title=title, model_name=model)
+        records.append(runs, manifest)
+        records.append(runs, factory.trial(manifest, variant))
+        records.append(runs, factory.trial(manifest, variant, status="error", failed_phase="model_load", error=error, sequence=2))
+        build_site(runs=runs, out=Path(folder) / "site", chart_cache=Path(folder) / "charts")
+        for path in (Path(folder) / "site").rglob("*.html"):
+            page = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+            assert page.find("script") is None and page.find("b") is None, path
