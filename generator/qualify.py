@@ -72,6 +72,13 @@ def _read(path: Path) -> dict:
     for key, kind in (("candidate", str), ("campaign", str), ("variant", str), ("gpu", str), ("lots", int), ("days", int)):
         if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
             raise UserError(f"{path}: {key} is required ({'text' if kind is str else 'a whole number'})")
+    if data["lots"] < 1:
+        raise UserError(f"{path}: lots must be at least 1")
+    for key in ("window_start", "window_end"):
+        if key in data and not isinstance(data[key], str):
+            raise UserError(f"{path}: {key} must be a date-time in quotes, e.g. \"2026-09-28T09:00\"")
+    if "budget" in data and (isinstance(data["budget"], bool) or not isinstance(data["budget"], str | int | float)):
+        raise UserError(f"{path}: budget must be an amount such as \"100.00\"")
     criteria = data.get("criteria", {})
     if not isinstance(criteria, dict):
         raise UserError(f"{path}: [criteria] must be a table of the six criteria")

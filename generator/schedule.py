@@ -45,7 +45,7 @@ class Window:
 def parse_time(text: str, zone: ZoneInfo | None, what: str) -> dt.datetime:
     """Parse an ISO date-time; naive times are read in ZONE (UTC when none)."""
     try:
-        moment = dt.datetime.fromisoformat(text.strip())
+        moment = dt.datetime.fromisoformat(str(text).strip())
     except ValueError:
         raise UserError(f"--{what} {text!r} is not a date-time; write e.g. 2026-09-28T09:00 or '2026-09-28 09:00'") from None
     if moment.tzinfo is not None:

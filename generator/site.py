@@ -12,7 +12,7 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 import generator
 from generator import charts
@@ -28,28 +28,51 @@ STATE_FILE = ".iteralab-build.json"
 PHASE_ORDER = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
 
 
+NUMERIC = {"seconds", "ns", "bytes", "ratio", "int", "rate"}
+
+
+def _text(value, kind: str) -> str:
+    if kind == "seconds":
+        return f"{value:.3f} s"
+    if kind == "ns":
+        return f"{value / 1e9:.3f} s"
+    if kind == "bytes":
+        return f"{value:,} B ({value / 2**20:,.1f} MiB)"
+    if kind == "ratio":
+        return f"{value:.3f}"
+    if kind == "int":
+        return f"{value:,}"
+    if kind == "rate":
+        return f"{value:,.1f}/s"
+    if kind == "bool":
+        return "yes" if value else "no"
+    return str(value)
+
+
 def fmt(value, kind: str = "text", reason: str | None = None) -> Markup:
     """Format VALUE one way everywhere; a missing value is an empty cell with its reason, never 0."""
     if value is None:
-        why = reason or "not recorded"
-        return Markup('<span class="missing" data-missing="{0}" title="{0}">—<span class="reason"> {0}</span></span>').format(why)
-    if kind == "seconds":
-        text = f"{value:.3f} s"
-    elif kind == "ns":
-        text = f"{value / 1e9:.3f} s"
-    elif kind == "bytes":
-        text = f"{value:,} B ({value / 2**20:,.1f} MiB)"
-    elif kind == "ratio":
-        text = f"{value:.3f}"
-    elif kind == "int":
-        text = f"{value:,}"
-    elif kind == "rate":
-        text = f"{value:,.1f}/s"
-    elif kind == "bool":
-        text = "yes" if value else "no"
-    else:
-        text = str(value)
-    return Markup("{}").format(text)
+        why = escape(reason or "not recorded")
+        return Markup(f'<span class="missing" data-missing="{why}" title="{why}">—<span class="reason"> {why}</span></span>')
+    return escape(_text(value, kind))
+
+
+def cell(value, kind: str = "text", reason: str | None = None) -> Markup:
+    """Return a table cell holding fmt(VALUE), right-aligned for numbers."""
+    css = ' class="num"' if kind in NUMERIC else ""
+    return Markup(f"<td{css}>{fmt(value, kind, reason)}</td>")
+
+
+def pretty_json(value) -> str:
+    """Indent a record for reading, keys sorted."""
+    try:
+        import orjson
+
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode("utf-8")
+    except ImportError:
+        return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    except TypeError:
+        return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def environment(templates: Path = TEMPLATES):
@@ -60,8 +83,8 @@ def environment(templates: Path = TEMPLATES):
         raise UserError(f"templates folder {templates} is missing: install iteralab from its source tree (pip install -e .)")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.globals.update(fmt=fmt, phase_order=PHASE_ORDER, version=generator.__version__)
-    env.filters["tojson_pretty"] = lambda value: json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    env.globals.update(fmt=fmt, cell=cell, phase_order=PHASE_ORDER, version=generator.__version__)
+    env.filters["tojson_pretty"] = pretty_json
     return env
 
 
@@ -81,7 +104,7 @@ class Writer:
     """Write files under the output folder, leaving unchanged files untouched."""
 
     def __init__(self, out: Path):
-        self.out, self.written, self.kept = out, 0, 0
+        self.out, self.written, self.kept, self.folders = out, 0, 0, set()
 
     def write(self, relative: str, data: str | bytes) -> None:
         path = self.out / relative
@@ -89,7 +112,9 @@ class Writer:
         if path.is_file() and path.stat().st_size == len(payload) and path.read_bytes() == payload:
             self.kept += 1
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent not in self.folders:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.folders.add(path.parent)
         temporary = path.with_name(path.name + ".partial")
         temporary.write_bytes(payload)
         temporary.replace(path)
