@@ -312,8 +312,9 @@ def cmd_rental(args) -> int:
     record = add_rental(runs_dir=args.runs, campaign=args.campaign, gpu=args.gpu, lots=args.lots, days=args.days,
                         start=args.start, end=args.end, receipt=args.receipt, catalog=args.catalog, note=args.note)
     receipt = f"; receipt {record['receipt']['path']} (sha256 {record['receipt']['sha256'][:12]}…)" if record["receipt"] else "; no receipt"
-    emit(args, record, f"Recorded {record['record_id']}: {record['total']} {record['currency']} for {record['gpus']} GPUs "
-                       f"({record['lots']} lot(s) x {record['price_per_lot']}, catalog {record['catalog_version']}){receipt}")
+    emit(args, record, f"Recorded {record['record_id']}: {record['total']} {record['currency']} for {record['gpus']} "
+                       f"GPU{'s' * (record['gpus'] != 1)} ({record['lots']} lot{'s' * (record['lots'] != 1)} x "
+                       f"{record['price_per_lot']}, catalog {record['catalog_version']}){receipt}")
     return 0
 
 
@@ -378,79 +379,16 @@ def cmd_verify(args) -> int:
 )
 def cmd_size(args) -> int:
     """Estimate memory per GPU: weights, your reserve and KV cache, against the catalog's cards."""
-    from decimal import Decimal, InvalidOperation
-
     from generator.catalog import load_catalog
-    from generator.sizing import (
-        TABLE_BITS,
-        THEORETICAL_NOTE,
-        TRAINING_ITEMS,
-        card_fit,
-        gb,
-        gib,
-        kv_cache_bytes,
-        parse_count,
-        read_architecture,
-        weights_bytes,
-    )
+    from generator.sizing import describe, estimate
 
     if (args.params is None) == (args.model is None):
         raise UsageError("give either --params or --model")
-    architecture = read_architecture(args.model) if args.model else None
-    parameters = architecture.parameters if architecture else parse_count(args.params, "--params")
-    try:
-        reserve_gib = Decimal(args.reserve_gib)
-    except InvalidOperation:
-        raise UsageError(f"--reserve-gib {args.reserve_gib!r} is not a number") from None
-    if not reserve_gib.is_finite() or reserve_gib < 0:
-        raise UsageError("--reserve-gib must be zero or more")
-    reserve = reserve_gib * Decimal(2**30)
-    kv = None
-    if args.kv:
-        layers = args.layers or (architecture.layers if architecture else None)
-        kv_heads = args.kv_heads or (architecture.kv_heads if architecture else None)
-        head_dim = args.head_dim or (architecture.head_dim if architecture else None)
-        missing = [flag for flag, value in (("--tokens", args.tokens), ("--sequences", args.sequences), ("--layers", layers),
-                                            ("--kv-heads", kv_heads), ("--head-dim", head_dim)) if value is None]
-        if missing:
-            raise UsageError(f"--kv needs {', '.join(missing)}")
-        kv = {"layers": layers, "kv_heads": kv_heads, "head_dim": head_dim, "tokens": args.tokens, "sequences": args.sequences,
-              "bits": args.kv_bits, "bytes": kv_cache_bytes(layers=layers, kv_heads=kv_heads, head_dim=head_dim,
-                                                              tokens=args.tokens, sequences=args.sequences, bits=args.kv_bits)}
-    rows = []
-    for bits in (TABLE_BITS if args.table else (args.bits,)):
-        weights = weights_bytes(parameters, bits)
-        envelope = weights + reserve
-        rows.append({"bits": bits, "weights_bytes": int(weights), "weights_gb": str(gb(weights)), "weights_gib": str(gib(weights)),
-                     "envelope_gib": str(gib(envelope)), "envelope_gb": str(gb(envelope)),
-                     "note": THEORETICAL_NOTE if bits == 4 else None})
-    need = weights_bytes(parameters, args.bits) + reserve + (kv["bytes"] if kv else 0)
-    cards = card_fit(load_catalog(args.catalog), need)
-    source = f"read from the safetensors headers in {architecture.source}" if architecture else "given"
-    lines = [f"Parameters: {parameters:,} ({source})"]
-    for row in rows:
-        lines.append(f"{row['bits']:>2} bit: weights only {row['weights_bytes']:,} B = {row['weights_gb']} GB = {row['weights_gib']} GiB; "
-                     f"envelope {row['envelope_gib']} GiB ({row['envelope_gb']} GB)" + (f"  [{row['note']}]" if row["note"] else ""))
-    lines.append(f"Reserve: {reserve_gib} GiB, your assumption (never computed from the model)"
-                 + ("; none given: add --reserve-gib for activations, workspace and fragmentation" if not reserve_gib else ""))
-    if kv:
-        lines.append(f"KV cache: 2 x {kv['layers']} layers x {kv['kv_heads']} KV heads x {kv['head_dim']} head dim x {kv['tokens']} tokens "
-                     f"x {kv['sequences']} sequences x {kv['bits'] // 8 if kv['bits'] % 8 == 0 else kv['bits'] / 8} bytes "
-                     f"= {int(kv['bytes']):,} B = {kv['bytes'] / 2**20:,.2f} MiB = {gib(kv['bytes'])} GiB (on top of the envelope)")
-    lines.append(f"Per GPU at {args.bits} bit{' with KV cache' if kv else ''}: {gib(need)} GiB needed "
-                 "(a model is never assumed to split across cards; GB = 10^9 B, GiB = 2^30 B)")
-    for card in cards:
-        capacity = f"{card['capacity_gb']} GB = {card['capacity_gib']} GiB" if card["capacity_gb"] is not None else "capacity not stated"
-        lines.append(f"  {card['name']} ({capacity}): {card['status']}: {card['note']}")
-    if args.mode == "training":
-        lines.append("Training adds items to document one by one (no hidden multiplier is applied):")
-        lines.extend(f"  - {item}: {why}" for item, why in TRAINING_ITEMS)
-    emit(args, {"parameters": parameters, "parameters_source": source, "reserve_gib": str(reserve_gib), "rows": rows,
-                "kv_cache": None if kv is None else {**kv, "bytes": int(kv["bytes"]), "gib": str(gib(kv["bytes"]))},
-                "need_per_gpu_gib": str(gib(need)), "cards": [{**c, "capacity_gb": None if c["capacity_gb"] is None else str(c["capacity_gb"]),
-                                                                "capacity_gib": None if c["capacity_gib"] is None else str(c["capacity_gib"])} for c in cards],
-                "training_items": [item for item, _ in TRAINING_ITEMS] if args.mode == "training" else None},
-         "\n".join(lines))
+    kv = {"tokens": args.tokens, "sequences": args.sequences, "bits": args.kv_bits, "layers": args.layers,
+          "kv_heads": args.kv_heads, "head_dim": args.head_dim} if args.kv else None
+    result = estimate(params=args.params, model=args.model, bits=args.bits, reserve_gib=args.reserve_gib, table=args.table,
+                      kv=kv, training=args.mode == "training", catalog=load_catalog(args.catalog))
+    emit(args, result, describe(result))
     return 0
 
 

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -83,7 +84,15 @@ def split_corpora(entries: list[Entry], token_counts: dict[str, int]) -> tuple[l
     return [entry for entry in entries if entry.id not in chosen], final
 
 
-def fine_tune(base: Path, tuning: list[Entry], target: Path, log) -> dict:
+def fine_tune_apart(base: Path, tuning: list[Entry], target: Path, verbose: bool) -> dict:
+    """Fine-tune in a fresh process, so the memory training took is not in the campaign's RSS figures."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(fine_tune, (base, tuning, target, verbose))
+
+
+def fine_tune(base: Path, tuning: list[Entry], target: Path, verbose: bool) -> dict:
     """Train the classification head and encoder once on the tuning set; measure held-out accuracy."""
     import torch
     import transformers
@@ -116,8 +125,9 @@ def fine_tune(base: Path, tuning: list[Entry], target: Path, log) -> dict:
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
-            if log and (start // size) % 20 == 0:
-                log(f"fine-tuning epoch {epoch + 1}/{RECIPE['epochs']}: {start + len(batch)}/{len(order)} texts, loss {loss.item():.3f}")
+            if verbose and (start // size) % 20 == 0:
+                print(f"fine-tuning epoch {epoch + 1}/{RECIPE['epochs']}: {start + len(batch)}/{len(order)} texts, loss {loss.item():.3f}",
+                      file=sys.stderr, flush=True)
     model.eval()
     correct = 0
     with torch.inference_mode():
@@ -199,7 +209,7 @@ def prepare_workspace(*, log=None) -> Path:
     building.mkdir(parents=True)
     write_jsonl(tuning, building / "tuning.jsonl")
     write_jsonl(final, building / "final.jsonl")
-    training = fine_tune(base, tuning, building / "model", log)
+    training = fine_tune_apart(base, tuning, building / "model", log is not None)
     training.update(key_source=json.loads(key_source), final_fingerprint=load_corpus(building / "final.jsonl").fingerprint)
     (building / "training.json").write_text(json.dumps(training, indent=2, sort_keys=True), encoding="utf-8")
     (building / "campaign.toml").write_text(campaign_text(building, training), encoding="utf-8")

@@ -9,7 +9,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from pathlib import Path
 
 from generator.catalog import GIB, Catalog
-from generator.errors import UserError
+from generator.errors import UsageError, UserError
 
 TABLE_BITS = (32, 16, 8, 4)
 THEORETICAL_NOTE = "theoretical: quantization metadata (scales, zero points) and layers kept in other formats are not counted"
@@ -126,3 +126,70 @@ def card_fit(catalog: Catalog, need_bytes: Decimal) -> list[dict]:
                      "capacity_gb": gpu.memory_per_card_gb,
                      "capacity_gib": None if capacity is None else gib(capacity), "status": status, "note": note})
     return rows
+
+
+def _reserve_bytes(text: str) -> tuple[Decimal, Decimal]:
+    try:
+        reserve_gib = Decimal(str(text))
+    except InvalidOperation:
+        raise UsageError(f"--reserve-gib {text!r} is not a number") from None
+    if not reserve_gib.is_finite() or reserve_gib < 0:
+        raise UsageError("--reserve-gib must be zero or more")
+    return reserve_gib, reserve_gib * Decimal(GIB)
+
+
+def _kv(options: dict, architecture: Architecture | None) -> dict:
+    shape = {key: options.get(key) or (getattr(architecture, key) if architecture else None) for key in ("layers", "kv_heads", "head_dim")}
+    missing = [f"--{key.replace('_', '-')}" for key in ("tokens", "sequences") if options.get(key) is None]
+    missing += [f"--{key.replace('_', '-')}" for key, value in shape.items() if value is None]
+    if missing:
+        raise UsageError(f"--kv needs {', '.join(missing)}")
+    size = kv_cache_bytes(**shape, tokens=options["tokens"], sequences=options["sequences"], bits=options["bits"])
+    return {**shape, "tokens": options["tokens"], "sequences": options["sequences"], "bits": options["bits"],
+            "bytes": int(size), "mib": f"{size / 2**20:,.2f}", "gib": str(gib(size))}
+
+
+def estimate(*, params: str | None, model: Path | None, bits: int, reserve_gib: str, table: bool, kv: dict | None,
+             training: bool, catalog: Catalog) -> dict:
+    """Compute weights, envelope, KV cache and card fit; every figure as exact text."""
+    architecture = read_architecture(model) if model else None
+    parameters = architecture.parameters if architecture else parse_count(params, "--params")
+    reserve_text, reserve = _reserve_bytes(reserve_gib)
+    cache_line = _kv(kv, architecture) if kv else None
+    rows = []
+    for row_bits in (TABLE_BITS if table else (bits,)):
+        weights = weights_bytes(parameters, row_bits)
+        rows.append({"bits": row_bits, "weights_bytes": int(weights), "weights_gb": str(gb(weights)), "weights_gib": str(gib(weights)),
+                     "envelope_gib": str(gib(weights + reserve)), "envelope_gb": str(gb(weights + reserve)),
+                     "note": THEORETICAL_NOTE if row_bits == 4 else None})
+    need = weights_bytes(parameters, bits) + reserve + (cache_line["bytes"] if cache_line else 0)
+    cards = [{**card, "capacity_gb": None if card["capacity_gb"] is None else str(card["capacity_gb"]),
+              "capacity_gib": None if card["capacity_gib"] is None else str(card["capacity_gib"])} for card in card_fit(catalog, need)]
+    return {"parameters": parameters,
+            "parameters_source": f"read from the safetensors headers in {architecture.source}" if architecture else "given",
+            "bits": bits, "reserve_gib": str(reserve_text), "rows": rows, "kv_cache": cache_line, "need_per_gpu_gib": str(gib(need)),
+            "cards": cards, "training_items": [item for item, _ in TRAINING_ITEMS] if training else None}
+
+
+def describe(result: dict) -> str:
+    """Write an estimate as the lines the CLI prints."""
+    lines = [f"Parameters: {result['parameters']:,} ({result['parameters_source']})"]
+    for row in result["rows"]:
+        lines.append(f"{row['bits']:>2} bit: weights only {row['weights_bytes']:,} B = {row['weights_gb']} GB = {row['weights_gib']} GiB; "
+                     f"envelope {row['envelope_gib']} GiB ({row['envelope_gb']} GB)" + (f"  [{row['note']}]" if row["note"] else ""))
+    lines.append(f"Reserve: {result['reserve_gib']} GiB, your assumption (never computed from the model)"
+                 + ("; none given: add --reserve-gib for activations, workspace and fragmentation" if not Decimal(result["reserve_gib"]) else ""))
+    kv = result["kv_cache"]
+    if kv:
+        lines.append(f"KV cache: 2 x {kv['layers']} layers x {kv['kv_heads']} KV heads x {kv['head_dim']} head dim x {kv['tokens']} tokens "
+                     f"x {kv['sequences']} sequences x {kv['bits'] / 8:g} bytes = {kv['bytes']:,} B = {kv['mib']} MiB = {kv['gib']} GiB "
+                     "(on top of the envelope)")
+    lines.append(f"Per GPU at {result['bits']} bit{' with KV cache' if kv else ''}: {result['need_per_gpu_gib']} GiB needed "
+                 "(a model is never assumed to split across cards; GB = 10^9 B, GiB = 2^30 B)")
+    for card in result["cards"]:
+        capacity = f"{card['capacity_gb']} GB = {card['capacity_gib']} GiB" if card["capacity_gb"] is not None else "capacity not stated"
+        lines.append(f"  {card['name']} ({capacity}): {card['status']}: {card['note']}")
+    if result["training_items"]:
+        lines.append("Training adds items to document one by one (no hidden multiplier is applied):")
+        lines.extend(f"  - {item}: {why}" for item, why in TRAINING_ITEMS)
+    return "\n".join(lines)

