@@ -249,7 +249,6 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = "runs", qu
                     break
         except Interrupted:
             result.interrupted = True
-    progress.close()
     return result
 
 
@@ -439,6 +438,3 @@ class Progress:
         if self.enabled:
             self.stream.write(f"\r{self.label:<32} {status:<60}\n")
             self.stream.flush()
-
-    def close(self):
-        pass
