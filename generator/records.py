@@ -256,12 +256,23 @@ class Loaded:
         """Return one pandas DataFrame per kind, with a ``source`` column (file:line)."""
         import pandas as pd
 
+        collecting = gc.isenabled()
+        gc.disable()  # as in load(): many new containers, no cycles
+        try:
+            return self._tables(pd)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _tables(self, pd) -> dict:
         tables = {}
         for kind in KINDS:
             picked = [index for index, record in enumerate(self.records) if record["kind"] == kind]
-            table = pd.DataFrame([self.records[index] for index in picked])
-            table["source"] = [self.sources[index] for index in picked]
-            tables[kind] = table
+            columns = sorted({key for index in picked for key in self.records[index]})
+            # Column by column: pandas builds this far faster than from one dict per row.
+            data = {column: [self.records[index].get(column) for index in picked] for column in columns}
+            data["source"] = [self.sources[index] for index in picked]
+            tables[kind] = pd.DataFrame(data)
         return tables
 
 

@@ -243,3 +243,17 @@ def test_runner_killed_at_random_points_keeps_every_written_record(tiny_campaign
         assert loaded.of_kind("manifest") and len(loaded.of_kind("trial")) >= 1
     code, out, _ = cli("check", runs)
     assert "Traceback" not in out and code in (0, 1)
+
+
+@pytest.mark.slow
+def test_torch_compile_variant_times_compilation_apart(tiny_campaign, tmp_path):
+    """compile = true compiles in its own phase on the first batch (torch.compile on the CPU, gcc)."""
+    campaign = tiny_campaign(repetitions=1, batch_sizes=(1, 4),
+                             extra_variants='\n[[variants]]\nname = "b4c"\nbatch_size = 4\ncompile = true\n')
+    result = runner.run_campaign(campaign_file=campaign, runs_dir=tmp_path / "runs", quiet=True)
+    compiled = next(t for t in result.trials if t["variant"] == "b4c")
+    assert compiled["status"] == "ok", compiled["error"]
+    assert compiled["phases"]["compilation"]["duration_ns"] > 0
+    plain = next(t for t in result.trials if t["variant"] == "b4")
+    assert plain["phases"]["compilation"]["duration_ns"] is None
+    assert compiled["quality"]["overall"]["agreement"] == 1.0
