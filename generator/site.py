@@ -241,7 +241,7 @@ def _render_campaign(env, writer: Writer, view: CampaignView, notes, runs: Path,
     writer.write(f"{base}/{bundle_info['name']}", bundle)
     writer.write(f"{base}/index.html", env.get_template("campaign.html").render(
         root="../../", view=view, compared=compared, constant=constant, separation=view.separation(),
-        cost=view.cost(), charts=chart_blocks, notes=notes, bundle=bundle_info, **common))
+        cost=view.cost(), charts=chart_blocks, notes=notes, bundle=bundle_info, sizing=sizing_rows([view]), **common))
     for trial in view.trials:
         writer.write(f"{base}/trials/{trial['record_id']}.html", env.get_template("trial.html").render(
             root="../../../", view=view, trial=trial, **common))

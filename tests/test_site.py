@@ -207,3 +207,38 @@ def test_bad_note_front_matter_is_a_clear_error(runs, tmp_path, cli):
 def test_build_cli_ends_with_the_index_path(runs, tmp_path, cli):
     code, out, _ = cli("build", "--runs", runs, "--out", tmp_path / "site")
     assert code == 0 and out.strip().splitlines()[-1] == f"Site: {(tmp_path / 'site' / 'index.html').resolve()}"
+
+
+def test_campaign_page_shows_estimate_beside_observed_peaks(site):
+    page = soup(site / "campaigns" / "camp" / "index.html")
+    row = page.find(id="memory-estimate").find("tbody").find("tr")
+    cells = row.find_all("td")
+    assert cells[0].find(class_="missing") is not None  # the factory manifest records no parameter count
+    assert "no GPU" in cells[3].get_text() and "MiB" in cells[5].get_text()
+
+
+@pytest.mark.slow
+def test_serve_previews_the_site_on_localhost(site):
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "generator", "serve", "--out", str(site), "--port", str(port)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(100):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/index.html", timeout=5) as response:
+                    body = response.read().decode("utf-8")
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert "Benchmark campaigns" in body
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
