@@ -45,6 +45,7 @@ class Prepared:
     bucket_counts: dict[str, int]
     truncated: int
     plan: list[tuple[str, int]]
+    existing: list[dict]
     reference: dict | None = None
 
 
@@ -99,13 +100,14 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str) -> Prepared:
                         f"(first: {', '.join(over[:5])}) and the protocol refuses truncation")
     bucket_of = {entry_id: _bucket(count, protocol["buckets"]) for entry_id, count in token_counts.items()}
     fingerprint = protocol_fingerprint(protocol, corpus.fingerprint)
-    _refuse_changed_protocol(campaign, runs_dir, fingerprint)
+    existing = _campaign_records(runs_dir, campaign.name)
+    _refuse_changed_protocol(campaign, existing, fingerprint)
     plan = rotation([variant.name for variant in campaign.variants], protocol["repetitions"], protocol["reference_variant"])
     prepared = Prepared(
         campaign, corpus, f"{campaign.name}/inputs/{corpus.file_sha256[:16]}{campaign.corpus_path.suffix.lower()}",
         fingerprint, labels, token_counts, bucket_of,
         {bucket["name"]: sum(1 for b in bucket_of.values() if b == bucket["name"]) for bucket in protocol["buckets"]},
-        len(over), plan)
+        len(over), plan, existing)
     _check_devices(campaign)
     return prepared
 
@@ -146,8 +148,8 @@ def _campaign_records(runs_dir: Path, name: str) -> list[dict]:
     return [record for record in records.load(folder).records if record["campaign"] == name]
 
 
-def _refuse_changed_protocol(campaign: Campaign, runs_dir: Path, fingerprint: str) -> None:
-    for record in _campaign_records(runs_dir, campaign.name):
+def _refuse_changed_protocol(campaign: Campaign, existing: list[dict], fingerprint: str) -> None:
+    for record in existing:
         if record["kind"] in ("manifest", "trial") and record["protocol_fingerprint"] != fingerprint:
             raise UserError(
                 f"campaign {campaign.name} already holds records under protocol {record['protocol_fingerprint'][:12]} "
@@ -162,7 +164,7 @@ def _refuse_changed_protocol(campaign: Campaign, runs_dir: Path, fingerprint: st
 
 def _reference_from_records(prepared: Prepared, runs_dir: Path) -> dict | None:
     name = prepared.campaign.protocol["reference_variant"]
-    for record in _campaign_records(runs_dir, prepared.campaign.name):
+    for record in prepared.existing:
         if record["kind"] == "trial" and record["variant"] == name and record["status"] == "ok" and record["predictions"]:
             path = runs_dir / record["predictions"]["path"]
             if path.is_file():

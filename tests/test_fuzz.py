@@ -77,18 +77,23 @@ def test_corpus_edge_cases(tmp_path, data, outcome):
 REPLACEMENTS = st.sampled_from(["0", "-1", '"x"', "true", "[]", "{}", "1e309", '""', "3.5", '"rest"', '"fp8"', "nan"])
 
 
-@FUZZ
-@given(st.data())
-def test_mutated_campaign_files_give_a_campaign_or_a_clear_error(data):
-    text = CAMPAIGN.format(name="fuzz", corpus="c.jsonl", model="m", repetitions=2, accuracy=0.5, min_agreement=0.9,
-                           variants='\n[[variants]]\nname = "b1"\nbatch_size = 1\n')
-    lines = text.splitlines()
+def mutate(lines: list[str], data) -> list[str]:
+    """Replace the value of, or delete, one to three lines of a TOML file."""
     for _ in range(data.draw(st.integers(1, 3))):
         index = data.draw(st.integers(0, len(lines) - 1))
         if "=" in lines[index] and data.draw(st.booleans()):
             lines[index] = lines[index].split("=")[0] + "= " + data.draw(REPLACEMENTS)
         else:
             del lines[index]
+    return lines
+
+
+@FUZZ
+@given(st.data())
+def test_mutated_campaign_files_give_a_campaign_or_a_clear_error(data):
+    text = CAMPAIGN.format(name="fuzz", corpus="c.jsonl", model="m", repetitions=2, accuracy=0.5, min_agreement=0.9,
+                           variants='\n[[variants]]\nname = "b1"\nbatch_size = 1\n')
+    lines = mutate(text.splitlines(), data)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "campaign.toml"
         path.write_text("\n".join(lines), encoding="utf-8")
@@ -145,13 +150,7 @@ def test_mutated_qualification_sheets_give_sheets_or_a_clear_error(data):
     from generator.qualify import qualify
 
     text = (resources.files("generator") / "data" / "qualification" / "demo-rtx-4090.toml").read_text()
-    lines = text.splitlines()
-    for _ in range(data.draw(st.integers(1, 3))):
-        index = data.draw(st.integers(0, len(lines) - 1))
-        if "=" in lines[index] and data.draw(st.booleans()):
-            lines[index] = lines[index].split("=")[0] + "= " + data.draw(REPLACEMENTS)
-        else:
-            del lines[index]
+    lines = mutate(text.splitlines(), data)
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "sheet.toml").write_text("\n".join(lines), encoding="utf-8")
         expect_clear(qualify, Path(folder), records.Loaded(), load_catalog())

@@ -257,3 +257,14 @@ def test_torch_compile_variant_times_compilation_apart(tiny_campaign, tmp_path):
     plain = next(t for t in result.trials if t["variant"] == "b4")
     assert plain["phases"]["compilation"]["duration_ns"] is None
     assert compiled["quality"]["overall"]["agreement"] == 1.0
+
+
+@pytest.mark.slow
+def test_a_second_run_is_compared_with_the_first_runs_reference(tiny_campaign, tmp_path):
+    campaign = tiny_campaign(repetitions=1, batch_sizes=(1, 4))
+    first = runner.run_campaign(campaign_file=campaign, runs_dir=tmp_path / "runs", quiet=True)
+    second = runner.run_campaign(campaign_file=campaign, runs_dir=tmp_path / "runs", quiet=True)
+    reference_id = first.trials[0]["record_id"]
+    assert first.trials[0]["variant"] == "b1"
+    assert {t["quality"]["reference"]["trial_id"] for t in first.trials + second.trials} == {reference_id}
+    assert len(records.load(tmp_path / "runs").of_kind("manifest")) == 2
