@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from generator.corpus import Entry, load_corpus, write_jsonl
-from generator.environment import model_files, sha256_file
+from generator.environment import cache_root, model_files, sha256_file
 from generator.errors import UserError
 
 CAMPAIGN = "demo-rotten-tomatoes"
@@ -42,15 +42,6 @@ def locate_inputs() -> tuple[Path, Path]:
             raise UserError(f"{path} is missing from the installed {package}; reinstall it: {INSTALL_HINT}")
         found.append(path)
     return found[0], found[1]
-
-
-def cache_root() -> Path:
-    """Return where the trained demo model is kept (ITERALAB_CACHE_DIR or the user cache dir)."""
-    if os.environ.get("ITERALAB_CACHE_DIR"):
-        return Path(os.environ["ITERALAB_CACHE_DIR"])
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("iteralab"))
 
 
 def read_reviews(corpus_file: Path) -> list[Entry]:

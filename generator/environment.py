@@ -19,6 +19,15 @@ LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "pan
 TOKENIZER_FILE_PREFIXES = ("tokenizer", "vocab", "special_tokens_map", "merges", "spiece", "sentencepiece")
 
 
+def cache_root() -> Path:
+    """Return iteralab's cache folder: ITERALAB_CACHE_DIR, else the user cache dir."""
+    if os.environ.get("ITERALAB_CACHE_DIR"):
+        return Path(os.environ["ITERALAB_CACHE_DIR"])
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("iteralab"))
+
+
 def sha256_file(path: Path) -> str:
     """Return the hex sha256 of a file, read in chunks."""
     digest = hashlib.sha256()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import gc
+import hashlib
 import json
 import os
 import re
@@ -276,6 +277,51 @@ class Loaded:
         return tables
 
 
+@cache
+def _schemas_digest() -> str:
+    folder = resources.files("generator") / "schemas"
+    digest = hashlib.sha256(str(SCHEMA_VERSION).encode())
+    for kind in ("common", *KINDS):
+        digest.update((folder / f"{kind}.schema.json").read_bytes())
+    return digest.hexdigest()
+
+
+class _ValidatedPrefix:
+    """Remember, per records file, how many leading bytes were already found valid.
+
+    Files are append-only, so a prefix whose sha256 still matches needs no second schema check;
+    any change inside it (a rewrite, an edit) changes the hash and everything is checked again.
+    """
+
+    def __init__(self, path: Path):
+        from generator.environment import cache_root
+
+        key = hashlib.sha256(str(Path(path).resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+        self.file = cache_root() / "validated" / f"{key}.json"
+
+    def lines(self, data: bytes) -> tuple[int, set[int]]:
+        """Return how many leading lines were checked before and which of them had problems."""
+        try:
+            entry = json.loads(self.file.read_text(encoding="utf-8"))
+            size = entry["size"]
+            if entry["schemas"] != _schemas_digest() or size > len(data) or hashlib.sha256(memoryview(data)[:size]).hexdigest() != entry["sha256"]:
+                return 0, set()
+            return entry["lines"], set(entry["problem_lines"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0, set()
+
+    def remember(self, data: bytes, size: int, lines: int, problem_lines: list[int]) -> None:
+        entry = {"schemas": _schemas_digest(), "size": size, "sha256": hashlib.sha256(memoryview(data)[:size]).hexdigest(),
+                 "lines": lines, "problem_lines": problem_lines}
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            partial = self.file.with_name(f"{self.file.name}.{os.getpid()}.partial")
+            partial.write_text(json.dumps(entry), encoding="utf-8")
+            os.replace(partial, self.file)
+        except OSError:
+            pass  # a cache that cannot be written only costs the next reader time
+
+
 def read_file(path: Path, shown: str) -> tuple[list[tuple[dict, str]], list[str]]:
     """Read one records file; return (record, 'file:line') pairs and problems."""
     found, problems = [], []
@@ -287,6 +333,9 @@ def read_file(path: Path, shown: str) -> tuple[list[tuple[dict, str]], list[str]
     torn_tail = lines[-1] != b""
     if not torn_tail:
         lines.pop()
+    prefix = _ValidatedPrefix(path)
+    checked, known_problems = prefix.lines(data)
+    problem_lines = []
     for number, raw in enumerate(lines, start=1):
         where = f"{shown}:{number}"
         if torn_tail and number == len(lines):
@@ -294,15 +343,19 @@ def read_file(path: Path, shown: str) -> tuple[list[tuple[dict, str]], list[str]
             continue
         if not raw.strip():
             continue
-        record, problem = _parse_line(raw)
+        record, problem = _parse_line(raw, trusted=number <= checked and number not in known_problems)
         if problem:
             problems.append(f"{where}: {problem}")
+            problem_lines.append(number)
         else:
             found.append((record, where))
+    complete = len(lines) - 1 if torn_tail else len(lines)
+    if complete > checked:
+        prefix.remember(data, sum(len(line) + 1 for line in lines[:complete]), complete, problem_lines)
     return found, problems
 
 
-def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
+def _parse_line(raw: bytes, trusted: bool = False) -> tuple[dict | None, str | None]:
     try:
         record = _loads(raw)
     except (json.JSONDecodeError, ValueError) as error:
@@ -321,6 +374,8 @@ def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
         record = upgrade(record)
     except UserError as error:
         return None, str(error)
+    if trusted:
+        return record, None
     problems = validate(record)
     if problems:
         return None, "; ".join(problems)

@@ -14,6 +14,13 @@ from generator.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config):
+    """Keep the tests' caches (validated record prefixes, demo model) out of the user's cache folder."""
+    import tempfile
+
+    os.environ.setdefault("ITERALAB_CACHE_DIR", tempfile.mkdtemp(prefix="iteralab-test-cache-"))
+
+
 @pytest.fixture
 def cli(capsys):
     """Run iteralab in-process; return (exit status, stdout, stderr)."""

@@ -241,3 +241,27 @@ def test_append_is_flushed_to_disk(tmp_path, monkeypatch):
     records.append(tmp_path, rental())
     assert calls, "append must fsync"
     time.sleep(0)
+
+
+def test_a_validated_prefix_is_not_checked_twice_but_any_change_is(tmp_path, monkeypatch):
+    calls = []
+    real_validate = records.validate
+    monkeypatch.setattr(records, "validate", lambda record: (calls.append(record["record_id"]), real_validate(record))[1])
+    first, second = rental(), rental()
+    path = records.append(tmp_path, first)
+    records.append(tmp_path, second)
+    calls.clear()
+    assert len(records.load(tmp_path).records) == 2 and len(calls) == 2
+    calls.clear()
+    assert len(records.load(tmp_path).records) == 2 and calls == []  # nothing new: the prefix is trusted
+    third = rental()
+    records.append(tmp_path, third)
+    calls.clear()
+    assert len(records.load(tmp_path).records) == 3 and calls == [third["record_id"]]  # only the appended line
+    # An edit inside the checked prefix changes its hash: every line is checked again and the bad one reported.
+    data = path.read_bytes().replace(b'"lots": 1', b'"lots": 0', 1)
+    path.write_bytes(data)
+    calls.clear()
+    loaded = records.load(tmp_path)
+    assert len(calls) == 3 and len(loaded.records) == 2
+    assert loaded.problems[0].startswith("demo/records/run-a.jsonl:1: lots:")
