@@ -208,36 +208,23 @@ def cmd_run(args) -> int:
 )
 def cmd_demo(args) -> int:
     """Run the embedded demo campaign: 1,000 real reviews, a real fine-tuned encoder, offline."""
-    from generator.demo import CAMPAIGN, prepare_workspace
-    from generator.records import load
-    from generator.runner import format_summary, run_campaign, summarize
+    from generator.demo import CAMPAIGN, run_demo
+    from generator.runner import format_summary, summarize
 
     def log(message):
-        if not args.quiet:
-            print(message, file=sys.stderr, flush=True)
+        print(message, file=sys.stderr, flush=True)
 
-    campaign_file = prepare_workspace(log=log)
-    existing = [r for r in load(args.runs).of_kind("trial") if r["campaign"] == CAMPAIGN] if (args.runs / CAMPAIGN).is_dir() else []
-    interrupted = False
-    if existing and not args.again:
-        print(f"Campaign {CAMPAIGN} already has {len(existing)} trials in {args.runs}; records left untouched "
+    result = run_demo(runs_dir=args.runs, out=args.out, again=args.again, quiet=args.quiet, log=None if args.quiet else log)
+    if result["skipped"]:
+        print(f"Campaign {CAMPAIGN} already has {len(result['trials'])} trials in {args.runs}; records left untouched "
               "(pass --again to append another run).")
-        trials = existing
-    else:
-        log(f"running {campaign_file}")
-        result = run_campaign(campaign_file=campaign_file, runs_dir=args.runs, quiet=args.quiet)
-        trials, interrupted = result.trials, result.interrupted
-    print(format_summary(summarize(trials)))
-    print(f"Campaign file: {campaign_file}")
+    print(format_summary(summarize(result["trials"])))
+    print(f"Campaign file: {result['campaign_file']}")
     print(f"Records: {args.runs / CAMPAIGN / 'records'}")
-    if interrupted:
+    if result["interrupted"]:
         return 130
-    from generator.demo import install_example_sheets
-    from generator.site import build_site
-
-    for sheet in install_example_sheets(args.runs.parent / "qualification"):
+    for sheet in result["sheets"]:
         print(f"Example qualification sheet: {sheet} (iteralab qualify {sheet.parent} --runs {args.runs})")
-    result = build_site(runs=args.runs, out=args.out)
     print(f"Site: {result['index'].resolve()}")
     return 0
 

@@ -207,3 +207,25 @@ def prepare_workspace(*, log=None) -> Path:
     shutil.rmtree(workspace, ignore_errors=True)
     os.replace(building, workspace)  # appears whole or not at all
     return campaign_file
+
+
+def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = False, log=None) -> dict:
+    """Prepare once, measure the demo campaign unless it was measured already, then build the site."""
+    from generator.records import load
+    from generator.runner import run_campaign
+    from generator.site import build_site
+
+    runs_dir, out = Path(runs_dir), Path(out)
+    campaign_file = prepare_workspace(log=log)
+    existing = [r for r in load(runs_dir).of_kind("trial") if r["campaign"] == CAMPAIGN] if (runs_dir / CAMPAIGN).is_dir() else []
+    result = {"campaign_file": campaign_file, "skipped": bool(existing) and not again, "trials": existing,
+              "interrupted": False, "sheets": [], "index": None}
+    if not result["skipped"]:
+        if log:
+            log(f"running {campaign_file}")
+        run = run_campaign(campaign_file=campaign_file, runs_dir=runs_dir, quiet=quiet)
+        result.update(trials=run.trials, interrupted=run.interrupted)
+    if not result["interrupted"]:
+        result["sheets"] = install_example_sheets(runs_dir.parent / "qualification")
+        result["index"] = build_site(runs=runs_dir, out=out)["index"]
+    return result
