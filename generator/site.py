@@ -28,25 +28,15 @@ STATE_FILE = ".iteralab-build.json"
 PHASE_ORDER = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
 
 
-NUMERIC = {"seconds", "ns", "bytes", "ratio", "int", "rate"}
-
-
-def _text(value, kind: str) -> str:
-    if kind == "seconds":
-        return f"{value:.3f} s"
-    if kind == "ns":
-        return f"{value / 1e9:.3f} s"
-    if kind == "bytes":
-        return f"{value:,} B ({value / 2**20:,.1f} MiB)"
-    if kind == "ratio":
-        return f"{value:.3f}"
-    if kind == "int":
-        return f"{value:,}"
-    if kind == "rate":
-        return f"{value:,.1f}/s"
-    if kind == "bool":
-        return "yes" if value else "no"
-    return str(value)
+FORMATS = {
+    "seconds": lambda value: f"{value:.3f} s",
+    "ns": lambda value: f"{value / 1e9:.3f} s",
+    "bytes": lambda value: f"{value:,} B ({value / 2**20:,.1f} MiB)",
+    "ratio": lambda value: f"{value:.3f}",
+    "int": lambda value: f"{value:,}",
+    "rate": lambda value: f"{value:,.1f}/s",
+}
+ALL_FORMATS = {**FORMATS, "bool": lambda value: "yes" if value else "no", "text": str}
 
 
 def fmt(value, kind: str = "text", reason: str | None = None) -> Markup:
@@ -54,12 +44,12 @@ def fmt(value, kind: str = "text", reason: str | None = None) -> Markup:
     if value is None:
         why = escape(reason or "not recorded")
         return Markup(f'<span class="missing" data-missing="{why}" title="{why}">—<span class="reason"> {why}</span></span>')
-    return escape(_text(value, kind))
+    return escape(ALL_FORMATS.get(kind, str)(value))
 
 
 def cell(value, kind: str = "text", reason: str | None = None) -> Markup:
     """Return a table cell holding fmt(VALUE), right-aligned for numbers."""
-    css = ' class="num"' if kind in NUMERIC else ""
+    css = ' class="num"' if kind in FORMATS else ""
     return Markup(f"<td{css}>{fmt(value, kind, reason)}</td>")
 
 
@@ -141,17 +131,22 @@ def _inputs_digest(runs: Path, notes_dir: Path, sheets_dir: Path, catalog: Path 
     return digest.hexdigest()
 
 
-def _campaign_key(view: CampaignView, notes, catalog: Catalog, templates: Path) -> str:
-    digest = hashlib.sha256()
-    digest.update(generator.__version__.encode())
+def _shared_key(catalog: Catalog, templates: Path) -> str:
+    """Hash what every campaign's pages depend on: code version, templates, catalog."""
+    digest = hashlib.sha256(generator.__version__.encode())
     for template in sorted(templates.rglob("*")):
         if template.is_file():
             digest.update(template.name.encode() + template.read_bytes())
+    digest.update(json.dumps(catalog.snapshot(), sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def _campaign_key(view: CampaignView, notes, shared: str) -> str:
+    digest = hashlib.sha256(shared.encode())
     for record in view.manifests + view.trials + view.rentals + view.deliverables:
         digest.update(json.dumps(record, sort_keys=True).encode())
     digest.update(json.dumps(view.problems).encode())
     digest.update(json.dumps([(n.slug, n.meta, n.html) for n in notes], sort_keys=True).encode())
-    digest.update(json.dumps(catalog.snapshot(), sort_keys=True).encode())
     return digest.hexdigest()
 
 
@@ -185,6 +180,7 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
     stamp = _build_stamp(max((view.last_at for view in views if view.manifests or view.trials), default=None))
     common = {"stamp": stamp, "catalog": price_catalog}
     new_state, rendered = {}, []
+    shared = _shared_key(price_catalog, TEMPLATES)
     for view in views:
         for trial in view.trials:
             if trial.get("predictions") and not (runs / trial["predictions"]["path"]).is_file():
@@ -194,7 +190,7 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
         mine = [note for note in all_notes if note.meta.get("campaign") == view.name]
         view.sheets = [sheet for sheet in qualified if sheet.campaign == view.name]
         own_stamp = _build_stamp(view.last_at if view.manifests or view.trials else None)
-        key = _campaign_key(view, mine, price_catalog, TEMPLATES) + own_stamp
+        key = _campaign_key(view, mine, shared) + own_stamp
         new_state[view.name] = key
         if previous.get(view.name) == key and (out / "campaigns" / view.name / "index.html").is_file():
             continue
