@@ -1,4 +1,4 @@
-"""Charts as inline SVG: Altair specs rendered at build time by vl-convert, cached by spec hash."""
+"""Charts as inline SVG: Altair specs compiled once to Vega, rendered at build time by vl-convert, cached by spec hash."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _svg(spec: dict, cache_dir: Path | None) -> str:
     cached = cache_dir / f"{key}.svg" if cache_dir else None
     if cached and cached.is_file():
         return cached.read_text(encoding="utf-8")
-    svg = vl_convert.vegalite_to_svg(spec)
+    svg = vl_convert.vega_to_svg(spec)
     if cached:
         cached.parent.mkdir(parents=True, exist_ok=True)
         temporary = cached.with_suffix(".partial")
@@ -27,8 +27,12 @@ def _svg(spec: dict, cache_dir: Path | None) -> str:
     return svg
 
 
-def _template(chart) -> dict:
-    """Turn an Altair chart over the named dataset into a plain spec, once per chart kind."""
+# Labels and titles are never cut short (a truncated variant name misleads) and never thinned out; this
+# also spares vl-convert a text measurement per label, most of its time per chart.
+CONFIG = {"axis": {"labelLimit": 0, "labelOverlap": False}, "legend": {"labelLimit": 0}, "title": {"limit": 0}}
+
+
+def _spec(chart) -> dict:
     # Altair's own schema validation costs more than rendering; the specs are built here, not by users.
     spec = chart.to_dict(validate=False)
     spec.pop("$schema", None)  # a URL string only, but the page should name no other host
@@ -36,7 +40,8 @@ def _template(chart) -> dict:
 
 
 @cache
-def _durations_template() -> dict:
+def _altair_specs() -> dict:
+    """Return the Vega-Lite spec of each chart kind over the named dataset (pure Python: safe to build before a fork)."""
     import altair as alt
 
     base = alt.Chart(alt.NamedData(DATASET)).encode(y=alt.Y("variant:N", sort=None, title=None))
@@ -44,43 +49,47 @@ def _durations_template() -> dict:
         x=alt.X("seconds:Q", title="measured window (s)", scale=alt.Scale(zero=False)),
         tooltip=["variant:N", "run_order:Q", "seconds:Q"])
     medians = base.mark_tick(color="black", thickness=2, size=22).encode(x="median(seconds):Q")
-    return _template(alt.layer(points, medians).properties(width=WIDTH))
-
-
-@cache
-def _memory_template() -> dict:
-    import altair as alt
-
-    chart = alt.Chart(alt.NamedData(DATASET)).mark_bar().encode(
+    memory = alt.Chart(alt.NamedData(DATASET)).mark_bar().encode(
         y=alt.Y("variant:N", sort=None, title=None), x=alt.X("mib:Q", title="peak (MiB, 2^20 bytes)"),
         color=alt.Color("counter:N", title="counter"), yOffset="counter:N")
-    return _template(chart.properties(width=WIDTH))
+    quality = alt.Chart(alt.NamedData(DATASET)).mark_bar().encode(
+        y=alt.Y("variant:N", sort=None, title=None), x=alt.X("accuracy:Q", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("bucket:N", sort=None), yOffset=alt.YOffset("bucket:N", sort=None))
+    return {"durations": _spec(alt.layer(points, medians).properties(width=WIDTH)),
+            "memory": _spec(memory.properties(width=WIDTH)), "quality": _spec(quality.properties(width=WIDTH))}
 
 
 @cache
-def _quality_template() -> dict:
-    import altair as alt
+def _template(kind: str) -> dict:
+    """Compile one chart kind to Vega once per process; the rows are filled in per chart."""
+    import vl_convert
 
-    chart = alt.Chart(alt.NamedData(DATASET)).mark_bar().encode(
-        y=alt.Y("variant:N", sort=None, title=None), x=alt.X("accuracy:Q", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("bucket:N", sort=None), yOffset=alt.YOffset("bucket:N", sort=None))
-    return _template(chart.properties(width=WIDTH))
+    # Compiling Vega-Lite to Vega does not depend on the rows, so it is not repeated for every chart.
+    vega = vl_convert.vegalite_to_vega({**_altair_specs()[kind], "config": CONFIG, "datasets": {DATASET: []}})
+    vega.pop("$schema", None)
+    return vega
+
+
+def prepare() -> None:
+    """Build the chart specs now, so forked workers share them (the renderer itself starts in each worker)."""
+    _altair_specs()
 
 
 def _render(template: dict, rows: list[dict], cache_dir: Path | None) -> str:
-    return _svg({**template, "datasets": {DATASET: rows}}, cache_dir)
+    data = [{**source, "values": rows} if source.get("name") == DATASET else source for source in template["data"]]
+    return _svg({**template, "data": data}, cache_dir)
 
 
 def durations_chart(rows: list[dict], cache_dir: Path | None) -> str:
     """Strip plot of every successful trial's measured window per variant, median marked."""
-    return _render(_durations_template(), rows, cache_dir)
+    return _render(_template("durations"), rows, cache_dir)
 
 
 def memory_chart(rows: list[dict], cache_dir: Path | None) -> str:
     """Bars of peak memory per variant, one bar per counter, never summed."""
-    return _render(_memory_template(), rows, cache_dir)
+    return _render(_template("memory"), rows, cache_dir)
 
 
 def quality_chart(rows: list[dict], cache_dir: Path | None) -> str:
     """Median accuracy per variant and length bucket."""
-    return _render(_quality_template(), rows, cache_dir)
+    return _render(_template("quality"), rows, cache_dir)
