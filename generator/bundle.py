@@ -28,8 +28,12 @@ def _catalog_csv(catalog) -> str:
     return "\n".join(lines) + "\n"
 
 
-def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path: Path | None) -> dict[str, bytes]:
-    """Collect the files of a campaign's evidence, keyed by their path inside data/."""
+def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path: Path | None, *,
+            loaded_notes: list | None = None, price_catalog=None, trials_csv: str | None = None) -> dict[str, bytes]:
+    """Collect the files of a campaign's evidence, keyed by their path inside data/.
+
+    A site build passes what it already has (LOADED_NOTES, PRICE_CATALOG, TRIALS_CSV) instead of making it again per campaign.
+    """
     from generator.site import trial_table_csv
 
     files: dict[str, bytes] = {}
@@ -53,14 +57,14 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
     files["verdicts.json"] = _json({t["record_id"]: {"variant": t["variant"], "status": t["status"],
                                                      "corpus_accepted": t["corpus_accepted"], "id_check": t.get("id_check"),
                                                      "verdicts": (t.get("quality") or {}).get("verdicts")} for t in view.trials})
-    files["trials.csv"] = trial_table_csv(view).encode("utf-8")
-    files["catalog.csv"] = _catalog_csv(load_catalog(catalog_path)).encode("utf-8")
+    files["trials.csv"] = (trial_table_csv(view) if trials_csv is None else trials_csv).encode("utf-8")
+    files["catalog.csv"] = _catalog_csv(price_catalog or load_catalog(catalog_path)).encode("utf-8")
     for rental in view.rentals:
         if rental.get("receipt"):
             source = runs / rental["receipt"]["path"]
             if source.is_file():
                 files[f"receipts/{rental['receipt']['sha256'][:16]}/{source.name}"] = source.read_bytes()
-    for note in load_notes(notes_dir):
+    for note in loaded_notes if loaded_notes is not None else load_notes(notes_dir):
         if note.meta.get("campaign") == view.name:
             files[f"notes/{note.source}"] = (Path(notes_dir) / note.source).read_bytes()
     files["index.html"] = _index_html(view, files).encode("utf-8")
@@ -68,7 +72,12 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
 
 
 def _json(value) -> bytes:
-    return (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    import orjson
+
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
+    except TypeError:  # an integer beyond 64 bits: valid JSON that orjson does not write
+        return (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def _index_html(view: CampaignView, files: dict[str, bytes]) -> str:
@@ -104,11 +113,14 @@ def zip_bytes(top: str, files: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None, catalog: Path | None = None) -> bytes:
+def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None, catalog: Path | None = None,
+                    loaded_notes: list | None = None, price_catalog=None, trials_csv: str | None = None) -> bytes:
     """Return the deterministic zip of one campaign's evidence bag."""
     top = f"{view.name}-evidence"
     bagging_date = (view.last_at if view.manifests or view.trials else "1980-01-01")[:10]
-    return zip_bytes(top, bag_files(top, payload(view, Path(runs), notes, catalog), bagging_date))
+    files = payload(view, Path(runs), notes, catalog, loaded_notes=loaded_notes, price_catalog=price_catalog,
+                    trials_csv=trials_csv)
+    return zip_bytes(top, bag_files(top, files, bagging_date))
 
 
 def write_bundle(*, campaign: str, out: Path | str, runs: Path | str = "runs", notes: Path | str | None = None,

@@ -234,14 +234,21 @@ def cmd_demo(args) -> int:
     arg("--out", type=Path, default=Path("site"), help="output folder (default: site)"),
     arg("--notes", type=Path, help="folder of Markdown decision notes (default: notes/ beside the runs folder)"),
     arg("--sheets", type=Path, help="folder of qualification sheets (default: qualification/ beside the runs folder)"),
+    arg("--processes", type=positive_int,
+        help="render campaigns on this many processes (default: one per core once there are thousands of trials)"),
     CATALOG, JSON,
 )
 def cmd_build(args) -> int:
     """Render the records, the catalog and decision notes into a static site."""
     from generator.site import build_site
 
-    result = build_site(runs=args.runs, out=args.out, notes=args.notes, catalog=args.catalog, sheets=args.sheets)
-    lines = [f"{result['campaigns']} campaign(s); re-rendered: {', '.join(result['rendered']) or 'none (unchanged)'}; "
+    result = build_site(runs=args.runs, out=args.out, notes=args.notes, catalog=args.catalog, sheets=args.sheets,
+                        processes=args.processes)
+    rendered = result["rendered"]
+    named = ", ".join(rendered[:10]) + (f" and {len(rendered) - 10} more" if len(rendered) > 10 else "")
+    processes = result.get("processes", 1)
+    on = f" on {processes} processes" if processes > 1 else ""
+    lines = [f"{result['campaigns']} campaign(s); re-rendered: {named or 'none (unchanged)'}{on}; "
              f"{result['written']} file(s) written, {result['unchanged']} unchanged"]
     if result["problems"]:
         lines.append(f"{len(result['problems'])} problem(s) in the records are listed on the index page (iteralab check shows them)")

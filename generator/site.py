@@ -9,13 +9,14 @@ import io
 import json
 import os
 import shutil
+from functools import cache, lru_cache, partial
 from importlib import resources
 from pathlib import Path
 
 from markupsafe import Markup, escape
 
 import generator
-from generator import charts
+from generator import charts, workers
 from generator.catalog import Catalog, gb_to_gib, load_catalog
 from generator.errors import UserError
 from generator.notes import load_notes
@@ -39,18 +40,69 @@ FORMATS = {
 ALL_FORMATS = {**FORMATS, "bool": lambda value: "yes" if value else "no", "text": str}
 
 
-def fmt(value, kind: str = "text", reason: str | None = None) -> Markup:
-    """Format VALUE one way everywhere; a missing value is an empty cell with its reason, never 0."""
+def _fmt(value, kind: str, reason: str | None) -> Markup:
     if value is None:
         why = escape(reason or "not recorded")
         return Markup(f'<span class="missing" data-missing="{why}" title="{why}">—<span class="reason"> {why}</span></span>')
     return escape(ALL_FORMATS.get(kind, str)(value))
 
 
-def cell(value, kind: str = "text", reason: str | None = None) -> Markup:
-    """Return a table cell holding fmt(VALUE), right-aligned for numbers."""
+# Trial pages repeat the same figures and reasons thousands of times; typed, so True and 1 stay apart.
+_fmt_cached = lru_cache(maxsize=1 << 16, typed=True)(_fmt)
+
+
+def fmt(value, kind: str = "text", reason: str | None = None) -> Markup:
+    """Format VALUE one way everywhere; a missing value is an empty cell with its reason, never 0."""
+    try:
+        return _fmt_cached(value, kind, reason)
+    except TypeError:  # an unhashable value (a list or object shown as text)
+        return _fmt(value, kind, reason)
+
+
+def _cell(value, kind: str, reason: str | None) -> Markup:
     css = ' class="num"' if kind in FORMATS else ""
     return Markup(f"<td{css}>{fmt(value, kind, reason)}</td>")
+
+
+_cell_cached = lru_cache(maxsize=1 << 16, typed=True)(_cell)
+
+
+def cell(value, kind: str = "text", reason: str | None = None) -> Markup:
+    """Return a table cell holding fmt(VALUE), right-aligned for numbers."""
+    try:
+        return _cell_cached(value, kind, reason)
+    except TypeError:
+        return _cell(value, kind, reason)
+
+
+@lru_cache(maxsize=16)
+def schema_links(root: str) -> Markup:
+    """Link the record schemas from a page ROOT levels deep (every page's footer)."""
+    return Markup(", ").join(Markup('<a href="{}schemas/{}.schema.json">{}</a>').format(root, kind, kind) for kind in KINDS)
+
+
+def trial_rows(trial: dict) -> dict:
+    """Return the phase and quality rows of a trial page as ready cells (thousands of pages: kept out of Jinja calls)."""
+    gpu_reason = trial["memory"].get("gpu_memory_reason")
+    phases = []
+    for name in PHASE_ORDER:
+        phase = trial["phases"].get(name, {})
+        reason = phase.get("reason")
+        phases.append((name, Markup("".join((
+            cell(phase.get("duration_ns"), "ns", reason),
+            cell(phase.get("gpu_peak_allocated_bytes"), "bytes", gpu_reason or reason),
+            cell(phase.get("gpu_peak_reserved_bytes"), "bytes", gpu_reason or reason),
+            cell(phase.get("host_peak_rss_bytes"), "bytes", reason))))))
+    quality = []
+    if trial.get("quality"):
+        missing = trial["quality"]["missing_reasons"]
+        groups = [("overall", trial["quality"]["overall"]), *sorted(trial["quality"]["buckets"].items())]
+        for name, scores in groups:
+            quality.append((name, Markup("".join((
+                cell(scores.get("entries"), "int"),
+                *(cell(scores.get(metric), "ratio", missing.get(metric, "no entries in this subgroup"))
+                  for metric in ("accuracy", "macro_f1", "agreement")))))))
+    return {"phases": phases, "quality": quality}
 
 
 def pretty_json(value) -> str:
@@ -65,15 +117,17 @@ def pretty_json(value) -> str:
         return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
+@cache
 def environment(templates: Path = TEMPLATES):
     """Return the Jinja2 environment: autoescape on, undefined names are errors."""
+    # Cached: compiled templates are reused across campaigns; Jinja still reloads a template whose file changed.
     import jinja2
 
     if not templates.is_dir():
         raise UserError(f"templates folder {templates} is missing: install iteralab from its source tree (pip install -e .)")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.globals.update(fmt=fmt, cell=cell, phase_order=PHASE_ORDER, version=generator.__version__)
+    env.globals.update(fmt=fmt, cell=cell, phase_order=PHASE_ORDER, version=generator.__version__, schema_links=schema_links)
     env.filters["tojson_pretty"] = pretty_json
     return env
 
@@ -97,17 +151,24 @@ class Writer:
         self.out, self.written, self.kept, self.folders = out, 0, 0, set()
 
     def write(self, relative: str, data: str | bytes) -> None:
-        path = self.out / relative
+        # Plain os calls on strings: a full build writes 100,000 files and pathlib's overhead showed.
+        path = f"{self.out}/{relative}"
         payload = data.encode("utf-8") if isinstance(data, str) else data
-        if path.is_file() and path.stat().st_size == len(payload) and path.read_bytes() == payload:
-            self.kept += 1
-            return
-        if path.parent not in self.folders:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.folders.add(path.parent)
-        temporary = path.with_name(path.name + ".partial")
-        temporary.write_bytes(payload)
-        temporary.replace(path)
+        try:
+            with open(path, "rb") as existing:
+                if os.fstat(existing.fileno()).st_size == len(payload) and existing.read() == payload:
+                    self.kept += 1
+                    return
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            pass
+        folder = os.path.dirname(path)
+        if folder not in self.folders:
+            os.makedirs(folder, exist_ok=True)
+            self.folders.add(folder)
+        temporary = path + ".partial"
+        with open(temporary, "wb") as handle:
+            handle.write(payload)
+        os.replace(temporary, path)  # readers of a served site never see half a page
         self.written += 1
 
 
@@ -142,17 +203,23 @@ def _shared_key(catalog: Catalog, templates: Path) -> str:
 
 
 def _campaign_key(view: CampaignView, notes, shared: str) -> str:
+    import orjson
+
     digest = hashlib.sha256(shared.encode())
     for record in view.manifests + view.trials + view.rentals + view.deliverables:
-        digest.update(json.dumps(record, sort_keys=True).encode())
+        digest.update(orjson.dumps(record, option=orjson.OPT_SORT_KEYS))
     digest.update(json.dumps(view.problems).encode())
     digest.update(json.dumps([(n.slug, n.meta, n.html) for n in notes], sort_keys=True).encode())
     return digest.hexdigest()
 
 
 def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Path | str | None = None,
-               catalog: Path | str | None = None, sheets: Path | str | None = None, chart_cache: Path | None = None) -> dict:
-    """Render every page; campaigns whose inputs did not change since the last build are skipped."""
+               catalog: Path | str | None = None, sheets: Path | str | None = None, chart_cache: Path | None = None,
+               processes: int | None = None) -> dict:
+    """Render every page; campaigns whose inputs did not change since the last build are skipped.
+
+    PROCESSES renders campaigns on that many cores (default: every core when there are thousands of trials).
+    """
     runs, out = Path(runs), Path(out)
     notes_dir = Path(notes) if notes else runs.parent / "notes"
     sheets_dir = Path(sheets) if sheets else runs.parent / "qualification"
@@ -165,7 +232,7 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
         raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records")
     inputs = _inputs_digest(runs, notes_dir, sheets_dir, Path(catalog) if catalog else None)
     if state.get("inputs") == inputs and (out / "index.html").is_file():
-        return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [],
+        return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "processes": 1,
                 "written": 0, "unchanged": 0, "problems": state.get("problems", [])}
     loaded = load(runs)
     price_catalog = load_catalog(catalog)
@@ -179,7 +246,7 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
     cache = chart_cache if chart_cache is not None else out.parent / ".iteralab-cache" / "charts"
     stamp = _build_stamp(max((view.last_at for view in views if view.manifests or view.trials), default=None))
     common = {"stamp": stamp, "catalog": price_catalog}
-    new_state, rendered = {}, []
+    new_state, rendered, jobs = {}, [], []
     shared = _shared_key(price_catalog, TEMPLATES)
     for view in views:
         for trial in view.trials:
@@ -194,9 +261,17 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
         new_state[view.name] = key
         if previous.get(view.name) == key and (out / "campaigns" / view.name / "index.html").is_file():
             continue
-        _render_campaign(env, writer, view, mine, runs, cache, {**common, "stamp": own_stamp},
-                         notes_dir=notes_dir, catalog_path=catalog_path)
+        jobs.append((len(view.trials), view.name, partial(
+            _render_campaign_job, out, view, mine, runs, cache, {**common, "stamp": own_stamp},
+            notes_dir=notes_dir, catalog_path=catalog_path)))
         rendered.append(view.name)
+    jobs.sort(key=lambda job: (-job[0], job[1]))  # heaviest first, so no worker is left with a big one at the end
+    count = workers.choose_workers(processes, sum(job[0] for job in jobs), len(jobs))
+    if count > 1:
+        charts.prepare()  # build the chart templates once here; the workers inherit them
+    for written, kept in workers.run([job[2] for job in jobs], count):
+        writer.written += written
+        writer.kept += kept
     for stale in set(previous) - set(new_state):
         shutil.rmtree(out / "campaigns" / stale, ignore_errors=True)
     writer.write("index.html", env.get_template("index.html").render(root="", views=views, notes=all_notes,
@@ -212,7 +287,7 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
         writer.write(f"schemas/{kind}.schema.json", (folder / f"{kind}.schema.json").read_bytes())
     writer.write(STATE_FILE, json.dumps({"inputs": inputs, "campaigns": new_state, "problems": loaded.problems},
                                         indent=2, sort_keys=True) + "\n")
-    return {"index": out / "index.html", "campaigns": len(views), "rendered": rendered,
+    return {"index": out / "index.html", "campaigns": len(views), "rendered": rendered, "processes": count,
             "written": writer.written, "unchanged": writer.kept, "problems": loaded.problems}
 
 
@@ -225,6 +300,12 @@ def _catalog_rows(catalog: Catalog) -> list[dict]:
     return rows
 
 
+def _render_campaign_job(out: Path, *args, **options) -> tuple[int, int]:
+    writer = Writer(out)
+    _render_campaign(environment(), writer, *args, **options)
+    return writer.written, writer.kept
+
+
 def _render_campaign(env, writer: Writer, view: CampaignView, notes, runs: Path, cache: Path, common: dict, *,
                      notes_dir: Path, catalog_path: Path | None) -> None:
     from generator.bundle import campaign_bundle
@@ -232,15 +313,18 @@ def _render_campaign(env, writer: Writer, view: CampaignView, notes, runs: Path,
     base = f"campaigns/{view.name}"
     compared, constant = view.compared_and_constant()
     chart_blocks = _charts(view, cache)
-    bundle = campaign_bundle(view, runs=runs, notes=notes_dir, catalog=catalog_path)
+    table = trial_table_csv(view)
+    bundle = campaign_bundle(view, runs=runs, notes=notes_dir, catalog=catalog_path,
+                             loaded_notes=notes, price_catalog=common["catalog"], trials_csv=table)
     bundle_info = {"name": f"evidence-{view.name}.zip", "sha256": hashlib.sha256(bundle).hexdigest(), "size": len(bundle)}
     writer.write(f"{base}/{bundle_info['name']}", bundle)
     writer.write(f"{base}/index.html", env.get_template("campaign.html").render(
         root="../../", view=view, compared=compared, constant=constant, separation=view.separation(),
         cost=view.cost(), charts=chart_blocks, notes=notes, bundle=bundle_info, sizing=sizing_rows([view]), **common))
+    trial_page = env.get_template("trial.html")
     for trial in view.trials:
-        writer.write(f"{base}/trials/{trial['record_id']}.html", env.get_template("trial.html").render(
-            root="../../../", view=view, trial=trial, **common))
+        writer.write(f"{base}/trials/{trial['record_id']}.html", trial_page.render(
+            root="../../../", view=view, trial=trial, rows=trial_rows(trial), **common))
         if trial.get("predictions"):
             source = runs / trial["predictions"]["path"]
             if source.is_file():
@@ -248,7 +332,7 @@ def _render_campaign(env, writer: Writer, view: CampaignView, notes, runs: Path,
     for manifest in view.manifests:
         writer.write(f"{base}/manifests/{manifest['record_id']}.json",
                      json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-    writer.write(f"{base}/trials.csv", trial_table_csv(view))
+    writer.write(f"{base}/trials.csv", table)
     writer.write(f"{base}/qualification.html", env.get_template("qualification.html").render(
         root="../../", view=view, sheets=view.sheets, **common))
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import statistics
+import threading
 
 import pytest
 from bs4 import BeautifulSoup
 
-from generator import records
+from generator import records, workers
 from generator.site import build_site
 from tests import factory
+from tests.conftest import run_module
 
 SECONDS = [1.30, 1.10, 1.25, 1.40, 1.20]
 
@@ -242,3 +244,32 @@ def test_serve_previews_the_site_on_localhost(site):
     finally:
         process.terminate()
         process.communicate(timeout=30)
+
+
+def test_build_on_two_processes_writes_the_same_bytes_as_on_one(runs, tmp_path, monkeypatch):
+    """Regression for #7: campaigns rendered by forked workers (a fresh CLI process) equal a one-process build."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1790000000")
+
+    def digest(folder):
+        return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+    parallel = run_module("build", "--runs", runs, "--out", tmp_path / "a" / "site", "--processes", "2")
+    assert parallel.returncode == 0, parallel.stderr
+    assert "on 2 processes" in parallel.stdout
+    single = run_module("build", "--runs", runs, "--out", tmp_path / "b" / "site", "--processes", "1")
+    assert single.returncode == 0 and "re-rendered: broken, camp;" in single.stdout
+    assert digest(tmp_path / "a" / "site") == digest(tmp_path / "b" / "site")
+    assert len(list((tmp_path / "a" / ".iteralab-cache" / "charts").glob("*.svg"))) >= 3  # the workers drew the charts
+
+
+def test_a_process_running_other_threads_is_never_forked():
+    started, release = threading.Event(), threading.Event()
+    thread = threading.Thread(target=lambda: (started.set(), release.wait()))
+    thread.start()
+    started.wait()
+    try:
+        assert workers.choose_workers(2, 10**6, 10) == 1
+    finally:
+        release.set()
+        thread.join()
+    assert workers.choose_workers(None, 10, 10) == 1  # too little work to start workers
