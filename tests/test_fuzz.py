@@ -174,3 +174,35 @@ def test_record_strings_never_reach_a_page_unescaped(title, variant, error, mode
         for path in (Path(folder) / "site").rglob("*.html"):
             page = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
             assert page.find("script") is None and page.find("b") is None, path
+
+
+def _set_path(record: dict, path: tuple, value) -> dict:
+    """Return a deep copy of RECORD with the field at PATH replaced by VALUE."""
+    copy = json.loads(json.dumps(record))
+    holder = copy
+    for key in path[:-1]:
+        holder = holder[key]
+    holder[path[-1]] = value
+    return copy
+
+
+def _paths(value, prefix=()):
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield (*prefix, key)
+            yield from _paths(inner, (*prefix, key))
+
+
+TRIAL = factory.trial(factory.manifest())
+TRIAL_PATHS = sorted(_paths(TRIAL))
+
+
+@FUZZ
+@given(st.sampled_from(TRIAL_PATHS), st.one_of(text_values, st.integers(-(2**70), 2**70), st.just(-1), st.just(0)))
+def test_the_compiled_check_agrees_with_the_reference_validator(path, value):
+    """Regression for #7: records are accepted on jsonschema-rs's yes, so it must never be laxer than jsonschema."""
+    record = _set_path(TRIAL, path, value)
+    compiled = records._fast_validators()["trial"].is_valid(record)
+    validators = records._validators()
+    reference = not list(validators["common"].iter_errors(record)) and not list(validators["trial"].iter_errors(record))
+    assert compiled == reference

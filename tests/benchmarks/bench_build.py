@@ -67,7 +67,8 @@ def main() -> None:
         print(f"{campaigns} campaigns x {trials} trials = {total} trials on {processes} process(es): "
               f"full build {full:.1f} s ({total / full:.0f} trials/s), no-change rebuild {again:.2f} s "
               f"({again / full:.3f} of the full build), full build into an empty folder with every chart already "
-              f"in the chart cache {cached_charts:.1f} s; peak RSS {peak:.0f} MiB (largest worker {workers:.0f} MiB)")
+              f"in the chart cache {cached_charts:.1f} s; peak RSS {peak:.0f} MiB"
+              + (f" (largest worker {workers:.0f} MiB)" if processes > 1 else ""))
 
 
 if __name__ == "__main__":
