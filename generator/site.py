@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import posixpath
 import shutil
 from functools import cache, lru_cache, partial
 from importlib import resources
@@ -172,16 +173,34 @@ class Writer:
         self.written += 1
 
 
-def _inputs_digest(runs: Path, notes_dir: Path, sheets_dir: Path, catalog: Path | None) -> str:
+def _files(folder: Path) -> list[tuple[str, os.DirEntry]]:
+    """Return (relative posix path, entry) of every file under FOLDER, sorted; scandir, as runs/ may hold 100,000s."""
+    found, pending = [], [(str(folder), "")]
+    while pending:
+        current, prefix = pending.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    if entry.is_dir():
+                        pending.append((entry.path, f"{prefix}{entry.name}/"))
+                    elif entry.is_file():
+                        found.append((f"{prefix}{entry.name}", entry))
+        except OSError:
+            continue  # an unreadable folder is reported by the loader, which reads the records
+    return sorted(found, key=lambda item: item[0])
+
+
+def _inputs_digest(runs_files: list, notes_dir: Path, sheets_dir: Path, catalog: Path | None) -> str:
     """Hash everything a build reads: record bytes, other files by size and time, notes, sheets, catalog, templates."""
     digest = hashlib.sha256(f"{generator.__version__}|{os.environ.get('SOURCE_DATE_EPOCH')}".encode())
-    for path in sorted(p for p in runs.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(runs).as_posix().encode("utf-8", "surrogateescape") + b"\0")
-        if path.suffix == ".jsonl" and path.parent.name == "records":
-            digest.update(path.read_bytes())
+    for relative, entry in runs_files:
+        digest.update(relative.encode("utf-8", "surrogateescape") + b"\0")
+        if relative.endswith(".jsonl") and relative.rpartition("/")[0].rpartition("/")[2] == "records":
+            with open(entry.path, "rb") as handle:
+                digest.update(handle.read())
         else:
             # Predictions, receipts and corpus copies are written once; their size and time stand for them.
-            info = path.stat()
+            info = entry.stat()
             digest.update(f"{info.st_size}:{info.st_mtime_ns}".encode())
     for folder in (notes_dir, sheets_dir, TEMPLATES):
         if folder.is_dir():
@@ -230,7 +249,8 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
         state = {}
     if not runs.is_dir():
         raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records")
-    inputs = _inputs_digest(runs, notes_dir, sheets_dir, Path(catalog) if catalog else None)
+    runs_files = _files(runs)
+    inputs = _inputs_digest(runs_files, notes_dir, sheets_dir, Path(catalog) if catalog else None)
     if state.get("inputs") == inputs and (out / "index.html").is_file():
         return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "processes": 1,
                 "written": 0, "unchanged": 0, "problems": state.get("problems", [])}
@@ -248,9 +268,10 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
     common = {"stamp": stamp, "catalog": price_catalog}
     new_state, rendered, jobs = {}, [], []
     shared = _shared_key(price_catalog, TEMPLATES)
+    present = {relative for relative, _ in runs_files}
     for view in views:
         for trial in view.trials:
-            if trial.get("predictions") and not (runs / trial["predictions"]["path"]).is_file():
+            if trial.get("predictions") and posixpath.normpath(trial["predictions"]["path"]) not in present:
                 view.problems.append(f"{trial['predictions']['path']}: prediction file of trial {trial['record_id']} "
                                      "is missing from the runs folder")
                 trial["predictions_missing"] = True
@@ -325,10 +346,9 @@ def _render_campaign(env, writer: Writer, view: CampaignView, notes, runs: Path,
     for trial in view.trials:
         writer.write(f"{base}/trials/{trial['record_id']}.html", trial_page.render(
             root="../../../", view=view, trial=trial, rows=trial_rows(trial), **common))
-        if trial.get("predictions"):
+        if trial.get("predictions") and not trial.get("predictions_missing"):
             source = runs / trial["predictions"]["path"]
-            if source.is_file():
-                writer.write(f"{base}/predictions/{trial['record_id']}.csv", source.read_bytes())
+            writer.write(f"{base}/predictions/{trial['record_id']}.csv", source.read_bytes())
     for manifest in view.manifests:
         writer.write(f"{base}/manifests/{manifest['record_id']}.json",
                      json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

@@ -2,7 +2,8 @@
 
 Run: .venv/bin/python -m tests.benchmarks.bench_build [--sizes 10x100 100x100]
 Each size is CAMPAIGNSxTRIALS_PER_CAMPAIGN; records are written with the real record store.
-Durations and accuracies are drawn per campaign, so every campaign has charts of its own (none cached).
+Durations and accuracies are drawn per campaign, so every campaign has charts of its own (none cached),
+and every trial has its own prediction file of 100 entries, which the site copies and bundles.
 Reports seconds, trials per second, the no-change rebuild as a ratio of the full build, and a full build
 into an empty folder whose charts are all in the chart cache already (vl-convert's share set apart).
 """
@@ -10,6 +11,7 @@ into an empty folder whose charts are all in the chart cache already (vl-convert
 from __future__ import annotations
 
 import argparse
+import hashlib
 import random
 import resource
 import tempfile
@@ -33,6 +35,13 @@ def make_runs(folder: Path, campaigns: int, trials: int) -> None:
                                   sequence=number + 1, accuracy=round(0.7 + rng.random() / 4, 4))
             for phase in trial["phases"].values():
                 phase["host_peak_rss_bytes"] = rng.randrange(200, 400) * 2**20
+            # A prediction file per trial, as the runner writes (100 entries): the site copies it and bundles it.
+            predictions = "id,label,score\n" + "".join(
+                f"e{entry:04d},{rng.choice(('fresh', 'rotten'))},{rng.random():.6f}\n" for entry in range(100))
+            relative = f"{manifest['campaign']}/predictions/{trial['record_id']}.csv"
+            (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+            (folder / relative).write_text(predictions, encoding="utf-8")
+            trial["predictions"] = {"path": relative, "sha256": hashlib.sha256(predictions.encode()).hexdigest()}
             lines.append(json.dumps(trial, sort_keys=True))
         path = records.records_file(folder, manifest["campaign"], manifest["run_id"])
         path.parent.mkdir(parents=True, exist_ok=True)
