@@ -78,6 +78,8 @@ class VariantSummary:
         values = [phase[key] for t in self.trials if t["status"] == "ok" for phase in t["phases"].values() if phase.get(key) is not None]
         if values:
             return max(values), None
+        if not key.startswith("gpu_"):
+            return None, "no successful trial measured it"  # a GPU's absence says nothing about host memory
         reasons = {t["memory"].get("gpu_memory_reason") for t in self.trials if t["memory"].get("gpu_memory_reason")}
         return None, "; ".join(sorted(reasons)) or "no successful trial measured it"
 

@@ -111,6 +111,15 @@ def test_missing_values_are_empty_with_a_reason_never_zero(site):
         assert "0" not in cell.get_text()
 
 
+
+def test_host_memory_of_a_variant_without_success_gives_its_own_reason(site):
+    """The host RSS cell of a variant that never succeeded must not blame a missing GPU."""
+    cells = variant_row(soup(site / "campaigns" / "broken" / "index.html"), "only").find_all("td")
+    gpu_allocated, host_rss = cells[12], cells[14]
+    assert gpu_allocated.find(class_="missing")["data-missing"] == "no GPU: the variant runs on cpu"
+    assert host_rss.find(class_="missing")["data-missing"] == "no successful trial measured it"
+
+
 def test_no_tail_percentile_is_computed_from_five_runs(site):
     for path in site.rglob("*.html"):
         text = soup(path).get_text().lower()
@@ -273,3 +282,20 @@ def test_a_process_running_other_threads_is_never_forked():
         release.set()
         thread.join()
     assert workers.choose_workers(None, 10, 10) == 1  # too little work to start workers
+
+
+def test_a_missing_prediction_file_is_listed_and_restoring_it_rebuilds_the_campaign(runs, tmp_path):
+    """Regression for #7: prediction files are found from one listing of runs/, not one check per trial."""
+    out = tmp_path / "site"
+    build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")
+    problems = soup(out / "campaigns" / "camp" / "index.html").select("#problems code")
+    assert any("camp/predictions/p.csv: prediction file of trial" in problem.get_text() for problem in problems)
+    trial = next(t for t in records.load(runs).of_kind("trial") if t["campaign"] == "camp" and t["status"] == "ok")
+    assert "is missing from the runs folder" in (out / "campaigns" / "camp" / "trials" / f"{trial['record_id']}.html").read_text()
+
+    (runs / "camp" / "predictions").mkdir(parents=True)
+    (runs / "camp" / "predictions" / "p.csv").write_text("id,label,score\ne1,pos,0.9\n", encoding="utf-8")
+    assert build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")["rendered"] == ["camp"]
+    assert not soup(out / "campaigns" / "camp" / "index.html").select("#problems code")
+    copied = out / "campaigns" / "camp" / "predictions" / f"{trial['record_id']}.csv"
+    assert copied.read_text(encoding="utf-8") == "id,label,score\ne1,pos,0.9\n"
