@@ -155,22 +155,33 @@ class Writer:
         # Plain os calls on strings: a full build writes 100,000 files and pathlib's overhead showed.
         path = f"{self.out}/{relative}"
         payload = data.encode("utf-8") if isinstance(data, str) else data
+        exists = True
         try:
             with open(path, "rb") as existing:
                 if os.fstat(existing.fileno()).st_size == len(payload) and existing.read() == payload:
                     self.kept += 1
                     return
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            pass
+        except (FileNotFoundError, NotADirectoryError):
+            exists = False
         folder = os.path.dirname(path)
         if folder not in self.folders:
             os.makedirs(folder, exist_ok=True)
             self.folders.add(folder)
+        self.written += 1
+        if not exists:
+            # A new file replaces nothing: create it in place (a rename per file cost a fifth of a full build's
+            # writes). A build cut short leaves it incomplete, but then no build state is saved and the next
+            # build renders the campaign again.
+            try:
+                with open(path, "xb") as handle:
+                    handle.write(payload)
+                return
+            except FileExistsError:
+                pass  # created meanwhile: replace it whole, below
         temporary = path + ".partial"
         with open(temporary, "wb") as handle:
             handle.write(payload)
-        os.replace(temporary, path)  # readers of a served site never see half a page
-        self.written += 1
+        os.replace(temporary, path)  # readers of a served site never see half of a page they could already open
 
 
 def _files(folder: Path) -> list[tuple[str, os.DirEntry]]:
