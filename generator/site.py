@@ -192,7 +192,8 @@ def _files(folder: Path) -> list[tuple[str, os.DirEntry]]:
         try:
             with os.scandir(current) as entries:
                 for entry in entries:
-                    if entry.is_dir():
+                    # Linked folders are not entered, as the record loader's rglob does not enter them either.
+                    if entry.is_dir(follow_symlinks=False):
                         pending.append((entry.path, f"{prefix}{entry.name}/"))
                     elif entry.is_file():
                         found.append((f"{prefix}{entry.name}", entry))

@@ -10,6 +10,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from generator import records, workers
+from generator import site as site_module
 from generator.site import build_site
 from tests import factory
 from tests.conftest import run_module
@@ -299,3 +300,13 @@ def test_a_missing_prediction_file_is_listed_and_restoring_it_rebuilds_the_campa
     assert not soup(out / "campaigns" / "camp" / "index.html").select("#problems code")
     copied = out / "campaigns" / "camp" / "predictions" / f"{trial['record_id']}.csv"
     assert copied.read_text(encoding="utf-8") == "id,label,score\ne1,pos,0.9\n"
+
+
+def test_the_runs_listing_matches_the_loaders_and_survives_a_link_loop(tmp_path):
+    """The no-change check lists runs/ as the record loader's rglob does: linked folders are not entered."""
+    (tmp_path / "camp" / "records").mkdir(parents=True)
+    (tmp_path / "camp" / "records" / "run.jsonl").write_text("{}\n", encoding="utf-8")
+    (tmp_path / "camp" / "records" / "back").symlink_to(tmp_path / "camp")
+    (tmp_path / "camp" / "linked.csv").symlink_to(tmp_path / "camp" / "records" / "run.jsonl")
+    expected = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert [relative for relative, _ in site_module._files(tmp_path)] == expected == ["camp/linked.csv", "camp/records/run.jsonl"]

@@ -14,6 +14,8 @@ import argparse
 import hashlib
 import random
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -54,6 +56,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["10x100", "100x100"])
     options = parser.parse_args()
+    if len(options.sizes) > 1:
+        # One process per size: a build that drew charts in this process (small ones render alone) leaves
+        # vl-convert's threads running, and a threaded process is never forked, so later sizes would run on one core.
+        for size in options.sizes:
+            subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_build", "--sizes", size], check=True)
+        return
     for size in options.sizes:
         campaigns, trials = map(int, size.split("x"))
         with tempfile.TemporaryDirectory() as folder:
