@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import stat
 import tempfile
 import zipfile
@@ -72,12 +71,9 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
 
 
 def _json(value) -> bytes:
-    import orjson
+    from generator.site import pretty_json
 
-    try:
-        return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
-    except TypeError:  # an integer beyond 64 bits: valid JSON that orjson does not write
-        return (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    return (pretty_json(value) + "\n").encode("utf-8")
 
 
 def _index_html(view: CampaignView, files: dict[str, bytes]) -> str:

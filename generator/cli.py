@@ -246,8 +246,7 @@ def cmd_build(args) -> int:
                         processes=args.processes)
     rendered = result["rendered"]
     named = ", ".join(rendered[:10]) + (f" and {len(rendered) - 10} more" if len(rendered) > 10 else "")
-    processes = result.get("processes", 1)
-    on = f" on {processes} processes" if processes > 1 else ""
+    on = f" on {result['processes']} processes" if result["processes"] > 1 else ""
     lines = [f"{result['campaigns']} campaign(s); re-rendered: {named or 'none (unchanged)'}{on}; "
              f"{result['written']} file(s) written, {result['unchanged']} unchanged"]
     if result["problems"]:

@@ -112,9 +112,7 @@ def pretty_json(value) -> str:
         import orjson
 
         return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode("utf-8")
-    except ImportError:
-        return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
-    except TypeError:
+    except (ImportError, TypeError):  # TypeError: an integer beyond 64 bits, valid JSON that orjson does not write
         return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
