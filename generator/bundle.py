@@ -28,7 +28,7 @@ def _catalog_csv(catalog) -> str:
 
 
 def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path: Path | None, *,
-            loaded_notes: list | None = None, price_catalog=None, trials_csv: str | None = None) -> dict[str, bytes]:
+            loaded_notes: list | None = None, price_catalog=None, trials_csv: str | None = None, report=None) -> dict[str, bytes]:
     """Collect the files of a campaign's evidence, keyed by their path inside data/.
 
     A site build passes what it already has (LOADED_NOTES, PRICE_CATALOG, TRIALS_CSV) instead of making it again per campaign.
@@ -53,11 +53,19 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
             source = runs / trial["predictions"]["path"]
             if source.is_file():
                 files[f"predictions/{source.name}"] = source.read_bytes()
-    files["verdicts.json"] = _json({t["record_id"]: {"variant": t["variant"], "status": t["status"],
+    configurations = {t["record_id"]: summary.label for summary in view.variants for t in summary.trials}
+    files["verdicts.json"] = _json({t["record_id"]: {"variant": t["variant"], "configuration": configurations[t["record_id"]],
+                                                     "status": t["status"],
                                                      "corpus_accepted": t["corpus_accepted"], "id_check": t.get("id_check"),
                                                      "verdicts": (t.get("quality") or {}).get("verdicts")} for t in view.trials})
     files["trials.csv"] = (trial_table_csv(view) if trials_csv is None else trials_csv).encode("utf-8")
-    files["catalog.csv"] = _catalog_csv(price_catalog or load_catalog(catalog_path)).encode("utf-8")
+    price_catalog = price_catalog or load_catalog(catalog_path)
+    files["catalog.csv"] = _catalog_csv(price_catalog).encode("utf-8")
+    from generator.decision import decide, describe_report, report_dict
+
+    report = report or decide(view, price_catalog)
+    files["decision.json"] = _json(report_dict(report))
+    files["decision.txt"] = (describe_report(report) + "\n").encode("utf-8")
     for rental in view.rentals:
         if rental.get("receipt"):
             source = runs / rental["receipt"]["path"]
@@ -110,12 +118,12 @@ def zip_bytes(top: str, files: dict[str, bytes]) -> bytes:
 
 
 def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None, catalog: Path | None = None,
-                    loaded_notes: list | None = None, price_catalog=None, trials_csv: str | None = None) -> bytes:
+                    loaded_notes: list | None = None, price_catalog=None, trials_csv: str | None = None, report=None) -> bytes:
     """Return the deterministic zip of one campaign's evidence bag."""
     top = f"{view.name}-evidence"
     bagging_date = (view.last_at if view.manifests or view.trials else "1980-01-01")[:10]
     files = payload(view, Path(runs), notes, catalog, loaded_notes=loaded_notes, price_catalog=price_catalog,
-                    trials_csv=trials_csv)
+                    trials_csv=trials_csv, report=report)
     return zip_bytes(top, bag_files(top, files, bagging_date))
 
 

@@ -131,6 +131,10 @@ def load_campaign(path: Path | str) -> Campaign:
     model.finish()
     variants = _variants(top.get("variants", list), path)
     protocol = _protocol(_Table(top.get("protocol", dict), "protocol", path), {v.name for v in variants})
+    if "decision" in data:
+        # Part of the protocol, so of its fingerprint: the question cannot change after the times are seen. Left out
+        # when absent, so campaigns written before [decision] existed keep their fingerprint.
+        protocol["decision"] = decision_question(_Table(top.get("decision", dict), "decision", path))
     top.finish()
     return Campaign(path, name, title, corpus_path, split, model_path, revision, protocol, variants)
 
@@ -156,6 +160,77 @@ def _protocol(table: _Table, variant_names: set[str]) -> dict:
         table.fail("min_agreement", "must be between 0 and 1")
     table.finish()
     return protocol
+
+
+def decision_question(table: _Table) -> dict:
+    """Read the decision question: workload, access window (start/end in a zone, or hours), deadline, budget."""
+    from decimal import Decimal, InvalidOperation
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from generator.schedule import elapsed_hours, format_hours, parse_time
+
+    corpora = table.get("corpora", int, default=None, minimum=1)
+    entries = table.get("entries", int, default=None, minimum=1)
+    if corpora is not None and entries is not None:
+        table.fail("entries", "give the workload either as corpora or as entries, not both")
+    zone_name = table.get("time_zone", str, default="UTC")
+    try:
+        zone = ZoneInfo(zone_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        table.fail("time_zone", f"{zone_name!r} is not an IANA time zone such as Asia/Jakarta or Europe/Berlin")
+
+    def moment(key):
+        text = table.get(key, str, default=None)
+        if text is None:
+            return None
+        try:
+            return parse_time(text, zone, key)
+        except UserError as error:
+            table.fail(key, str(error).removeprefix(f"--{key} "))
+
+    start, end, deadline = moment("window_start"), moment("window_end"), moment("deadline")
+    window_hours = table.get("window_hours", float, default=None, minimum=0)
+    deadline_hours = table.get("deadline_hours", float, default=None, minimum=0)
+    if (start is None) != (end is None):
+        table.fail("window_end" if end is None else "window_start", "give both window_start and window_end")
+    if start is not None and window_hours is not None:
+        table.fail("window_hours", "give the window either as window_start and window_end or as window_hours, not both")
+    if start is not None:
+        hours = elapsed_hours(start, end)
+        if hours <= 0:
+            table.fail("window_end", "must be after window_start")
+    else:
+        hours = None if window_hours is None else Decimal(str(window_hours))
+        if hours is not None and hours <= 0:
+            table.fail("window_hours", "must be more than 0")
+    if deadline is not None:
+        if start is None:
+            table.fail("deadline", "a deadline date needs window_start and window_end; or give deadline_hours after the start")
+        if deadline_hours is not None:
+            table.fail("deadline_hours", "give either deadline or deadline_hours, not both")
+        deadline_hours = elapsed_hours(start, deadline)
+        if deadline_hours <= 0:
+            table.fail("deadline", "must be after window_start")
+    budget = table.get("budget", str, default=None)
+    if budget is not None:
+        try:
+            amount = Decimal(budget)
+        except InvalidOperation:
+            amount = None
+        if amount is None or not amount.is_finite() or amount < 0 or amount.as_tuple().exponent < -2:
+            table.fail("budget", f"{budget!r} is not an amount such as \"150.00\" in the catalog's currency")
+    table.finish()
+    return {
+        "corpora": (corpora or 1) if entries is None else None,
+        "entries": entries,
+        "window_start": None if start is None else start.isoformat(),
+        "window_end": None if end is None else end.isoformat(),
+        "time_zone": zone_name,
+        "window_hours": None if hours is None else format_hours(hours),
+        "deadline": None if deadline is None else deadline.isoformat(),
+        "deadline_hours": None if deadline_hours is None else format_hours(Decimal(str(deadline_hours))),
+        "budget": budget,
+    }
 
 
 def _buckets(table: _Table) -> list[dict]:

@@ -57,7 +57,14 @@ def _altair_specs() -> dict:
     quality = alt.Chart(alt.NamedData(DATASET)).mark_bar().encode(
         y=alt.Y("variant:N", sort=None, title=None), x=alt.X("accuracy:Q", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("bucket:N", sort=None), yOffset=alt.YOffset("bucket:N", sort=None))
+    spend = alt.Chart(alt.NamedData(DATASET)).mark_bar().encode(
+        y=alt.Y("configuration:N", sort=None, title=None), x=alt.X("planned:Q", title="planned package spend (catalog currency)"))
+    span = alt.Chart(alt.NamedData(DATASET)).encode(y=alt.Y("configuration:N", sort=None, title=None))
+    hours = alt.layer(
+        span.mark_bar(height=10).encode(x=alt.X("low_hours:Q", title="projected processing hours (min to max)"), x2="high_hours:Q"),
+        span.mark_tick(color="#a4161a", thickness=2, size=22, aria=False).encode(x="limit_hours:Q"))
     return {"durations": _spec(alt.layer(points, medians).properties(width=WIDTH)),
+            "spend": _spec(spend.properties(width=WIDTH)), "hours": _spec(hours.properties(width=WIDTH)),
             "memory": _spec(memory.properties(width=WIDTH)), "quality": _spec(quality.properties(width=WIDTH))}
 
 
@@ -95,3 +102,13 @@ def memory_chart(rows: list[dict], cache_dir: Path | None) -> str:
 def quality_chart(rows: list[dict], cache_dir: Path | None) -> str:
     """Median accuracy per variant and length bucket."""
     return _render(_template("quality"), rows, cache_dir)
+
+
+def spend_chart(rows: list[dict], cache_dir: Path | None) -> str:
+    """Bars of the planned package spend per configuration."""
+    return _render(_template("spend"), rows, cache_dir)
+
+
+def hours_chart(rows: list[dict], cache_dir: Path | None) -> str:
+    """Projected hours per configuration from min to max, the window or deadline marked in red."""
+    return _render(_template("hours"), rows, cache_dir)

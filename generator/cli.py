@@ -284,6 +284,8 @@ def cmd_serve(args) -> int:
     arg("--end", help="end of the rental; refused when longer than the package (add)"),
     arg("--receipt", type=Path, metavar="FILE", help="receipt (PDF, image, any file up to 50 MiB) copied beside the records (add)"),
     arg("--note", help="free text kept with the rental (add)"),
+    arg("--run", action="append", default=[], metavar="RUN_ID", dest="paid_runs",
+        help="a run this package paid for (repeatable); its manifest must show the rented GPU (add)"),
     arg("--runs", type=Path, default=Path("runs"), help="runs folder (default: runs)"),
     CATALOG, JSON,
 )
@@ -303,11 +305,47 @@ def cmd_rental(args) -> int:
     if missing:
         raise UsageError(f"rental add needs {', '.join(missing)}")
     record = add_rental(runs_dir=args.runs, campaign=args.campaign, gpu=args.gpu, lots=args.lots, days=args.days,
-                        start=args.start, end=args.end, receipt=args.receipt, catalog=args.catalog, note=args.note)
+                        start=args.start, end=args.end, receipt=args.receipt, catalog=args.catalog, note=args.note,
+                        runs=args.paid_runs)
     receipt = f"; receipt {record['receipt']['path']} (sha256 {record['receipt']['sha256'][:12]}…)" if record["receipt"] else "; no receipt"
     emit(args, record, f"Recorded {record['record_id']}: {record['total']} {record['currency']} for {record['gpus']} "
                        f"GPU{'s' * (record['gpus'] != 1)} ({record['lots']} lot{'s' * (record['lots'] != 1)} x "
-                       f"{record['price_per_lot']}, catalog {record['catalog_version']}){receipt}")
+                       f"{record['price_per_lot']}, catalog {record['catalog_version']}){receipt}"
+                       + (f"; paid for run(s) {', '.join(record['runs'])}" if record["runs"] else
+                          "; linked to no run: it counts in the campaign's spend, for no configuration (add --run RUN_ID)"))
+    return 0
+
+
+@command(
+    arg("campaign", help="campaign to decide"),
+    arg("--runs", type=Path, default=Path("runs"), help="runs folder (default: runs)"),
+    CATALOG, JSON,
+)
+def cmd_decide(args) -> int:
+    """Answer which configuration gets the campaign's result for the lowest planned spend, and why."""
+    from generator.decision import decision_report, describe_report, report_dict
+
+    report = decision_report(campaign=args.campaign, runs=args.runs, catalog=args.catalog)
+    emit(args, report_dict(report), describe_report(report))
+    return 0
+
+
+@command(
+    arg("action", choices=["new"], help="new: draft a decision note from the decision report"),
+    arg("campaign", help="campaign the note decides"),
+    arg("--runs", type=Path, default=Path("runs"), help="runs folder (default: runs)"),
+    arg("--notes", type=Path, help="notes folder (default: notes/ beside the runs folder)"),
+    arg("--author", default="to fill in", help="author named in the front matter"),
+    CATALOG, JSON,
+)
+def cmd_note(args) -> int:
+    """Draft a decision note (Markdown) from the decision report, for the team to edit before publishing."""
+    from generator.decision import decision_report
+    from generator.notes import write_draft
+
+    report = decision_report(campaign=args.campaign, runs=args.runs, catalog=args.catalog)
+    path = write_draft(report, folder=args.notes or args.runs.parent / "notes", author=args.author)
+    emit(args, {"path": str(path)}, f"Drafted {path}: edit it, then iteralab build")
     return 0
 
 

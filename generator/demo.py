@@ -156,6 +156,10 @@ def campaign_text(workspace: Path, training: dict) -> str:
         "[protocol.thresholds]", f"accuracy = {accuracy}", f"macro_f1 = {accuracy}",
         "", "[protocol.buckets]", "short = 24", "medium = 40", 'long = "rest"',
         "", "[protocol.warmup]", "batches = 3", "passes = 1",
+        "", "# The decision question, stated before any timing: the source documents' schedule example, access from",
+        "# Monday 09:00 to Friday 09:00 (96 h), and a production workload of 20 corpora like this one.",
+        "[decision]", "corpora = 20", 'window_start = "2026-09-28T09:00"', 'window_end = "2026-10-02T09:00"',
+        'time_zone = "Asia/Jakarta"',
     ]
     for name, series, batch, precision, quantization in variants:
         lines += ["", "[[variants]]", f'name = "{name}"', f'series = "{series}"', f"batch_size = {batch}",
@@ -187,7 +191,14 @@ def prepare_workspace(*, log=None) -> Path:
                             sort_keys=True)
     workspace = cache_root() / "demo" / hashlib.sha256(key_source.encode()).hexdigest()[:16]
     campaign_file = workspace / "campaign.toml"
-    if campaign_file.is_file():
+    if (workspace / "training.json").is_file():
+        # The model and corpora are cached; the campaign text is written again from the cached training figures, so
+        # a newer iteralab's campaign (e.g. its decision question) applies without fine-tuning again.
+        text = campaign_text(workspace, json.loads((workspace / "training.json").read_text(encoding="utf-8")))
+        if not campaign_file.is_file() or campaign_file.read_text(encoding="utf-8") != text:
+            partial = campaign_file.with_name(f"campaign.toml.{os.getpid()}.partial")
+            partial.write_text(text, encoding="utf-8")
+            os.replace(partial, campaign_file)
         return campaign_file
     if log:
         log(f"first run: building the demo corpora and fine-tuning the classifier once (cached in {workspace})")

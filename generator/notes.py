@@ -42,6 +42,15 @@ def _front_matter(text: str, source: str) -> tuple[dict, str]:
     raise UserError(f"{source}: the front matter is not closed by a '---' line")
 
 
+def sanitise(html: str) -> str:
+    """Keep only harmless tags and http, https, mailto or relative links (nh3, the Ammonia sanitiser)."""
+    import nh3
+
+    # No images: a note's image from another host would be a request the site never makes.
+    return nh3.clean(html, tags=nh3.ALLOWED_TAGS - {"img"}, url_schemes={"http", "https", "mailto"},
+                     link_rel="noopener noreferrer")
+
+
 def load_notes(folder: Path | None) -> list[Note]:
     """Read and render every ``*.md`` note in FOLDER (none when FOLDER is None or absent)."""
     import markdown
@@ -55,9 +64,52 @@ def load_notes(folder: Path | None) -> list[Note]:
         except UnicodeDecodeError:
             raise UserError(f"{path}: not UTF-8 text") from None
         meta, body = _front_matter(text, str(path))
-        # Notes are Markdown, not HTML: raw tags are shown as text so a note cannot inject script.
+        # Notes are Markdown, not HTML: raw tags are shown as text, and the rendered HTML goes through a maintained
+        # sanitiser, since Markdown itself makes links: [x](javascript:...) must not become a clickable script.
         safe = body.replace("<", "&lt;")
-        html = markdown.markdown(safe, extensions=["tables", "fenced_code"], output_format="html")
+        html = sanitise(markdown.markdown(safe, extensions=["tables", "fenced_code"], output_format="html"))
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).strip("-") or "note"
         notes.append(Note(slug, path.name, meta, html))
     return notes
+
+
+def draft_text(report, *, author: str, today: str) -> str:
+    """Write a decision note draft from a decision report: front matter filled in, reasons and links written out."""
+    from generator.decision import hours_text, planned_text
+
+    chosen = report.cheapest or (report.ranked[0] if report.ranked else None)
+    decision = f"{chosen.label}" if chosen else "no configuration yet"
+    # Front matter values are single lines; a label never holds a newline, but a title might.
+    title = " ".join(f"Decision: {report.title}".split())
+    lines = ["---", f"title: {title}", f"campaign: {report.campaign}", f"decision: {decision}"]
+    if chosen:
+        lines.append(f"selected_variant: {chosen.summary.name}")
+    lines += [f"workload_covered: {report.question.workload(report.corpus_entries)}", f"date: {today}", f"author: {author}", "---", "",
+              "<!-- Draft written by iteralab note new from the decision report; edit it before publishing. -->", "",
+              "## Answer", "", report.answer, "", "## Why", ""]
+    for row in report.ranked:
+        lines.append(f"- **{row.label}**: median {row.summary.median:.3f} s per corpus, projected {hours_text(row)}, "
+                     f"planned {planned_text(row)}; [evidence](../campaigns/{report.campaign}/index.html#variant-{row.key}).")
+    for row in report.infeasible:
+        lines.append(f"- {row.label} is not feasible: {'; '.join(row.conditions)}.")
+    lines += ["", "## Evidence", "",
+              f"- [Decision page](../campaigns/{report.campaign}/decision.html)",
+              f"- [Campaign page with every trial](../campaigns/{report.campaign}/index.html)",
+              f"- [Evidence bundle](../campaigns/{report.campaign}/evidence-{report.campaign}.zip), checked with `iteralab verify`",
+              "", "## Rentals", "", "Match this decision with the rentals in the IteraGPU account (receipts are in the bundle).", ""]
+    return "\n".join(lines)
+
+
+def write_draft(report, *, folder: Path, author: str) -> Path:
+    """Write FOLDER/CAMPAIGN-decision.md from REPORT, never over an existing note."""
+    import datetime as dt
+
+    folder = Path(folder)
+    path = folder / f"{report.campaign}-decision.md"
+    if path.exists():
+        raise UserError(f"{path} already exists; it was not overwritten (edit it, or move it away to draft again)")
+    folder.mkdir(parents=True, exist_ok=True)
+    text = draft_text(report, author=author, today=dt.date.today().isoformat())
+    with open(path, "x", encoding="utf-8") as handle:
+        handle.write(text)
+    return path

@@ -8,15 +8,18 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from generator.catalog import Catalog, money
+from generator.configuration import card_matches
 from generator.errors import UserError
 from generator.records import Loaded
 from generator.schedule import elapsed_hours, format_hours, parse_time
 from generator.sizing import gib
+from generator.tables import campaign_views
 
 CRITERIA = ("workload_covered", "compatibility", "memory_per_gpu", "quality", "distribution_and_server", "budget_and_schedule")
 DERIVED = ("memory_per_gpu", "quality", "budget_and_schedule")
 STATUSES = ("acceptable", "to-confirm", "exclude")
-TOP_KEYS = {"candidate", "campaign", "variant", "gpu", "lots", "days", "window_start", "window_end", "budget", "criteria"}
+TOP_KEYS = {"candidate", "campaign", "variant", "configuration", "gpu", "lots", "days", "window_start", "window_end", "budget",
+            "criteria"}
 
 
 @dataclass
@@ -46,6 +49,7 @@ class Sheet:
     margin_bytes: int | None
     spare_hours: Decimal | None
     criteria: list[Criterion] = field(default_factory=list)
+    configuration: str | None = None  # the label of the configuration whose trials the derived criteria read
 
     @property
     def outcome(self) -> str:
@@ -77,6 +81,8 @@ def _read(path: Path) -> dict:
     for key in ("window_start", "window_end"):
         if key in data and not isinstance(data[key], str):
             raise UserError(f"{path}: {key} must be a date-time in quotes, e.g. \"2026-09-28T09:00\"")
+    if "configuration" in data and not isinstance(data["configuration"], str):
+        raise UserError(f"{path}: configuration must be text: a configuration's label or id from the decision page")
     if "budget" in data and (isinstance(data["budget"], bool) or not isinstance(data["budget"], str | int | float)):
         raise UserError(f"{path}: budget must be an amount such as \"100.00\"")
     criteria = data.get("criteria", {})
@@ -95,12 +101,38 @@ def _read(path: Path) -> dict:
     return data
 
 
-def _trials(loaded: Loaded, campaign: str, variant: str) -> list[dict]:
-    return [r for r in loaded.records if r["kind"] == "trial" and r["campaign"] == campaign and r["variant"] == variant]
+def _trials(views: dict, data: dict, catalog: Catalog, source: Path) -> tuple[list[dict], str | None, str | None]:
+    """Return the trials of the sheet's configuration, its label, and why there are none when quality must wait."""
+    view = views.get(data["campaign"])
+    summaries = [s for s in view.variants if s.name == data["variant"]] if view else []
+    if not summaries:
+        return [], None, None
+    if data.get("configuration"):
+        chosen = [s for s in summaries if data["configuration"] in (s.key, s.label)]
+        if not chosen:
+            raise UserError(f"{source}: configuration {data['configuration']!r} is not one of {data['variant']}'s: "
+                            + "; ".join(f"{s.label} (id {s.key})" for s in summaries))
+        summary = chosen[0]
+        if not (summary.configuration and card_matches(catalog.gpu(data["gpu"]), summary.configuration.gpu_name)):
+            return [], summary.label, (f"{summary.label} ran on {summary.configuration.hardware if summary.configuration else 'unknown hardware'}, "
+                                       f"not on the sheet's {catalog.gpu(data['gpu']).name}")
+        return summary.trials, summary.label, None
+    card = catalog.gpu(data["gpu"])
+    on_card = [s for s in summaries if s.configuration and card_matches(card, s.configuration.gpu_name)]
+    if len(on_card) == 1:
+        return on_card[0].trials, on_card[0].label, None
+    if on_card:
+        return [], None, (f"{len(on_card)} configurations of {data['variant']} ran on {card.name} with other software "
+                          f"({'; '.join(s.label for s in on_card)}): name one with configuration = \"...\"")
+    elsewhere = "; ".join(sorted({s.configuration.hardware for s in summaries if s.configuration}))
+    return [], None, (f"{data['variant']} was measured on {elsewhere}, not on {card.name}: "
+                      f"a result on other hardware does not hold for this one; measure {data['variant']} on {card.name}")
 
 
-def derive_quality(trials: list[dict], variant: str) -> Criterion:
+def derive_quality(trials: list[dict], variant: str, elsewhere: str | None = None) -> Criterion:
     """Acceptable when a successful trial passed every threshold with matching ids; exclude when all failed them."""
+    if elsewhere:
+        return Criterion("quality", "to-confirm", None, elsewhere, True)
     ok = [t for t in trials if t["status"] == "ok"]
     if not ok:
         return Criterion("quality", "to-confirm", None, f"no successful trial of {variant}: run the campaign for it", True)
@@ -114,7 +146,7 @@ def derive_quality(trials: list[dict], variant: str) -> Criterion:
                      f"no successful trial met the protocol: {'; '.join(failed) or 'ids or format did not match'}", True)
 
 
-def derive_memory(trials: list[dict], catalog: Catalog, gpu: str) -> tuple[Criterion, int | None]:
+def derive_memory(trials: list[dict], catalog: Catalog, gpu: str, elsewhere: str | None = None) -> tuple[Criterion, int | None]:
     """Compare the highest observed GPU reserved peak with the card's nominal capacity."""
     card = catalog.gpu(gpu)
     peaks = [(phase["gpu_peak_reserved_bytes"], t["record_id"]) for t in trials if t["status"] == "ok"
@@ -125,7 +157,7 @@ def derive_memory(trials: list[dict], catalog: Catalog, gpu: str) -> tuple[Crite
                          f"the catalog does not state {card.name}'s memory: confirm the capacity per card", True), None
     capacity = int(card.memory_per_card_gb * Decimal(10**9))
     if not peaks:
-        why = "the campaign ran without a GPU, so no GPU peak was observed"
+        why = elsewhere or "the campaign ran without a GPU, so no GPU peak was observed"
         if ooms:
             why = f"{len(ooms)} trial(s) ran out of memory and none succeeded"
         return Criterion("memory_per_gpu", "to-confirm", None,
@@ -166,16 +198,18 @@ def derive_budget(data: dict, catalog: Catalog, source: str) -> tuple[Criterion,
                      f"{format_hours(hours)} h window within {data['days'] * 24} h ({format_hours(spare)} h spare)", True), total, spare
 
 
-def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog) -> Sheet:
-    """Read one sheet and settle its six criteria."""
+def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog, views: dict | None = None) -> Sheet:
+    """Read one sheet and settle its six criteria from the trials of its configuration only."""
     data = _read(path)
-    trials = _trials(loaded, data["campaign"], data["variant"])
-    quality = derive_quality(trials, data["variant"])
-    memory, margin = derive_memory(trials, catalog, data["gpu"])
+    if views is None:
+        views = {view.name: view for view in campaign_views(loaded)}
+    trials, label, elsewhere = _trials(views, data, catalog, path)
+    quality = derive_quality(trials, data["variant"], elsewhere)
+    memory, margin = derive_memory(trials, catalog, data["gpu"], elsewhere)
     budget, total, spare = derive_budget(data, catalog, str(path))
     derived = {"quality": quality, "memory_per_gpu": memory, "budget_and_schedule": budget}
     sheet = Sheet(str(path), data["candidate"], data["campaign"], data["variant"], catalog.gpu(data["gpu"]).slug,
-                  data["lots"], data["days"], total, margin, spare)
+                  data["lots"], data["days"], total, margin, spare, configuration=label)
     entries = data.get("criteria", {})
     for name in CRITERIA:
         entry = entries.get(name)
@@ -200,7 +234,8 @@ def qualify(folder: Path | str, loaded: Loaded, catalog: Catalog) -> list[Sheet]
     folder = Path(folder)
     if not folder.is_dir():
         raise UserError(f"{folder} is not a folder of qualification sheets (*.toml)")
-    sheets = [qualify_sheet(path, loaded, catalog) for path in sorted(folder.glob("*.toml"))]
+    views = {view.name: view for view in campaign_views(loaded)}
+    sheets = [qualify_sheet(path, loaded, catalog, views) for path in sorted(folder.glob("*.toml"))]
     return rank(sheets)
 
 

@@ -391,7 +391,23 @@ def load(runs_dir: Path) -> Loaded:
     finally:
         if collecting:
             gc.enable()
+    _repeated_deliverables(loaded)
     return loaded
+
+
+def _repeated_deliverables(loaded: Loaded) -> None:
+    """Report a corpus delivered twice (two teams' folders merged): it is one deliverable, counted once."""
+    first: dict[tuple, tuple[dict, str]] = {}
+    for record, where in zip(loaded.records, loaded.sources, strict=True):
+        if record["kind"] != "deliverable":
+            continue
+        key = (record["campaign"], record["corpus_fingerprint"])
+        earlier = first.setdefault(key, (record, where))
+        if earlier[0] is not record:
+            loaded.problems.append(
+                f"{where}: deliverable {record['record_id']} (trial {record['trial_id']}) repeats the corpus "
+                f"{record['corpus_fingerprint'][:19]}… of deliverable {earlier[0]['record_id']} (trial {earlier[0]['trial_id']}) "
+                f"at {earlier[1]}; one corpus is one deliverable, counted once")
 
 
 def record_files(runs_dir: Path) -> list[Path]:

@@ -40,11 +40,18 @@ def copy_receipt(runs_dir: Path, campaign: str, receipt: Path) -> dict:
 
 
 def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days: int, start: str, end: str | None = None,
-               receipt: Path | None = None, catalog: Path | None = None, note: str | None = None) -> dict:
-    """Append a rental priced from the catalog as it is now, with its receipt copied beside the records."""
+               receipt: Path | None = None, catalog: Path | None = None, note: str | None = None,
+               runs: list[str] | tuple = ()) -> dict:
+    """Append a rental priced from the catalog as it is now, with its receipt copied beside the records.
+
+    RUNS names the runs the package paid for; each must exist and have observed the rented GPU.
+    """
     runs_dir = Path(runs_dir)
     records.check_name(campaign, "campaign")
     price = quote(load_catalog(catalog), gpu=gpu, days=days, lots=lots)
+    runs = list(dict.fromkeys(runs))
+    if runs:
+        _check_runs(runs_dir, campaign, runs, price)
     begin = parse_time(start, None, "start")
     if end is not None:
         finish = parse_time(end, None, "end")
@@ -59,10 +66,34 @@ def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days
         gpu=price.price.gpu.slug, lots=lots, days=days, start=begin.isoformat(), end=None if end is None else finish.isoformat(),
         catalog_version=price.catalog_version, price_per_lot=str(price.price.price_per_lot), total=str(price.total),
         currency=price.price.currency, cards_per_lot=price.price.gpu.cards_per_lot, gpus=price.gpus,
-        receipt=copy_receipt(runs_dir, campaign, receipt) if receipt else None, note=note,
+        receipt=copy_receipt(runs_dir, campaign, receipt) if receipt else None, note=note, runs=runs,
     )
     records.append(runs_dir, record)
     return record
+
+
+def _check_runs(runs_dir: Path, campaign: str, runs: list[str], price) -> None:
+    """Refuse a rental whose runs are unknown or observed other hardware than the package rented."""
+    from generator.decision import check_rentals
+    from generator.tables import campaign_views
+
+    for run_id in runs:
+        records.check_name(run_id, "--run")
+    folder = runs_dir / campaign
+    views = [view for view in campaign_views(records.load(folder))] if folder.is_dir() else []
+    view = next((v for v in views if v.name == campaign), None)
+    known = sorted({m["run_id"] for m in view.manifests}) if view else []
+    unknown = [run_id for run_id in runs if run_id not in known]
+    if unknown:
+        raise UserError(f"--run {unknown[0]} is not a run of campaign {campaign} in {runs_dir} "
+                        f"(its runs: {', '.join(known) or 'none yet'}); record the rental after the run, or leave --run out")
+    probe = {"record_id": "this rental", "gpu": price.price.gpu.slug, "lots": price.lots,
+             "cards_per_lot": price.price.gpu.cards_per_lot, "runs": runs}
+    view.rentals = [probe]
+    _, problems = check_rentals(view)
+    if problems:
+        raise UserError(problems[0].replace("it is not counted for that run's configurations",
+                                            "check --gpu, --lots and --run; nothing was recorded"))
 
 
 def deliver(*, runs_dir: Path | str, campaign: str, trial_id: str, name: str | None = None) -> dict:

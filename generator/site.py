@@ -19,10 +19,12 @@ from markupsafe import Markup, escape
 import generator
 from generator import charts, workers
 from generator.catalog import Catalog, gb_to_gib, load_catalog
+from generator.decision import Report, decide, span
 from generator.errors import UserError
 from generator.notes import load_notes
 from generator.qualify import qualify
 from generator.records import KINDS, load
+from generator.schedule import format_hours
 from generator.tables import CampaignView, campaign_views
 
 TEMPLATES = Path(generator.__file__).resolve().parent.parent / "templates"
@@ -34,6 +36,7 @@ FORMATS = {
     "seconds": lambda value: f"{value:.3f} s",
     "ns": lambda value: f"{value / 1e9:.3f} s",
     "bytes": lambda value: f"{value:,} B ({value / 2**20:,.1f} MiB)",
+    "gib": lambda value: f"{value / 2**30:,.2f} GiB",
     "ratio": lambda value: f"{value:.3f}",
     "int": lambda value: f"{value:,}",
     "rate": lambda value: f"{value:,.1f}/s",
@@ -126,7 +129,8 @@ def environment(templates: Path = TEMPLATES):
         raise UserError(f"templates folder {templates} is missing: install iteralab from its source tree (pip install -e .)")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.globals.update(fmt=fmt, cell=cell, phase_order=PHASE_ORDER, version=generator.__version__, schema_links=schema_links)
+    env.globals.update(fmt=fmt, cell=cell, phase_order=PHASE_ORDER, version=generator.__version__, schema_links=schema_links,
+                       hours=format_hours, span=span)
     env.filters["tojson_pretty"] = pretty_json
     return env
 
@@ -301,12 +305,19 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
     count = workers.choose_workers(processes, sum(job[0] for job in jobs), len(jobs))
     if count > 1:
         charts.prepare()  # build the chart templates once here; the workers inherit them
-    for written, kept in workers.run([job[2] for job in jobs], count):
+    answers = {}
+    for (_, name, _), (written, kept, answer) in zip(jobs, workers.run([job[2] for job in jobs], count), strict=True):
         writer.written += written
         writer.kept += kept
+        answers[name] = answer
+    # Decided in the workers for the campaigns they rendered (pandas starts BLAS threads, and a threaded process is
+    # never forked); the unchanged campaigns' answers are decided here, after the workers are done.
+    for view in views:
+        if view.name not in answers:
+            answers[view.name] = decide(view, price_catalog).summary_line
     for stale in set(previous) - set(new_state):
         shutil.rmtree(out / "campaigns" / stale, ignore_errors=True)
-    writer.write("index.html", env.get_template("index.html").render(root="", views=views, notes=all_notes,
+    writer.write("index.html", env.get_template("index.html").render(root="", views=views, notes=all_notes, answers=answers,
                                                                       problems=loaded.problems, **common))
     writer.write("catalog.html", env.get_template("catalog.html").render(root="", rows=_catalog_rows(price_catalog), **common))
     writer.write("sizing.html", env.get_template("sizing.html").render(root="", rows=sizing_rows(views), **common))
@@ -332,13 +343,14 @@ def _catalog_rows(catalog: Catalog) -> list[dict]:
     return rows
 
 
-def _render_campaign_job(out: Path, *args, **options) -> tuple[int, int]:
+def _render_campaign_job(out: Path, view: CampaignView, *args, **options) -> tuple[int, int, str]:
     writer = Writer(out)
-    _render_campaign(environment(), writer, *args, **options)
-    return writer.written, writer.kept
+    report = decide(view, args[-1]["catalog"])
+    _render_campaign(environment(), writer, view, report, *args, **options)
+    return writer.written, writer.kept, report.summary_line
 
 
-def _render_campaign(env, writer: Writer, view: CampaignView, notes, runs: Path, cache: Path, common: dict, *,
+def _render_campaign(env, writer: Writer, view: CampaignView, report: Report, notes, runs: Path, cache: Path, common: dict, *,
                      notes_dir: Path, catalog_path: Path | None) -> None:
     from generator.bundle import campaign_bundle
 
@@ -347,12 +359,15 @@ def _render_campaign(env, writer: Writer, view: CampaignView, notes, runs: Path,
     chart_blocks = _charts(view, cache)
     table = trial_table_csv(view)
     bundle = campaign_bundle(view, runs=runs, notes=notes_dir, catalog=catalog_path,
-                             loaded_notes=notes, price_catalog=common["catalog"], trials_csv=table)
+                             loaded_notes=notes, price_catalog=common["catalog"], trials_csv=table, report=report)
     bundle_info = {"name": f"evidence-{view.name}.zip", "sha256": hashlib.sha256(bundle).hexdigest(), "size": len(bundle)}
     writer.write(f"{base}/{bundle_info['name']}", bundle)
     writer.write(f"{base}/index.html", env.get_template("campaign.html").render(
         root="../../", view=view, compared=compared, constant=constant, separation=view.separation(),
-        cost=view.cost(), charts=chart_blocks, notes=notes, bundle=bundle_info, sizing=sizing_rows([view]), **common))
+        cost=view.cost(), charts=chart_blocks, notes=notes, bundle=bundle_info, sizing=sizing_rows([view]), report=report,
+        **common))
+    writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
+        root="../../", view=view, report=report, charts=decision_charts(report, cache), **common))
     trial_page = env.get_template("trial.html")
     for trial in view.trials:
         writer.write(f"{base}/trials/{trial['record_id']}.html", trial_page.render(
@@ -382,7 +397,7 @@ def sizing_rows(views: list[CampaignView]) -> list[dict]:
             allocated, allocated_reason = variant.peak("gpu_peak_allocated_bytes")
             reserved, reserved_reason = variant.peak("gpu_peak_reserved_bytes")
             rss, rss_reason = variant.peak("host_peak_rss_bytes")
-            rows.append({"campaign": view.name, "variant": variant.name, "parameters": parameters,
+            rows.append({"campaign": view.name, "variant": variant.label, "parameters": parameters,
                          "parameters_reason": model.get("parameters_reason") or "no manifest with a parameter count",
                          "bits": bits, "estimate": None if parameters is None else int(weights_bytes(parameters, bits)),
                          "allocated": allocated, "allocated_reason": allocated_reason, "reserved": reserved,
@@ -392,7 +407,8 @@ def sizing_rows(views: list[CampaignView]) -> list[dict]:
 
 def trial_table_csv(view: CampaignView) -> str:
     """Return one row per trial, in run order; missing values are empty cells."""
-    columns = ["record_id", "run_id", "created_at", "variant", "series", "repetition", "sequence", "status",
+    columns = ["record_id", "run_id", "created_at", "configuration", "variant", "hardware", "software", "series", "repetition",
+               "sequence", "status",
                "failed_phase", "error", "entries_expected", "entries_completed", "measured_window_s",
                *[f"{phase}_s" for phase in PHASE_ORDER if phase != "measured_window"],
                "throughput_entries_per_s", "ids_match", "accuracy", "macro_f1", "agreement", "corpus_accepted",
@@ -400,7 +416,9 @@ def trial_table_csv(view: CampaignView) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
+    configurations = {t["record_id"]: s for s in view.variants for t in s.trials}
     for trial in view.trials:
+        summary = configurations[trial["record_id"]]
         overall = (trial.get("quality") or {}).get("overall") or {}
         durations = {f"{phase}_s": _seconds(trial["phases"].get(phase, {}).get("duration_ns")) for phase in PHASE_ORDER}
         writer.writerow({
@@ -409,6 +427,9 @@ def trial_table_csv(view: CampaignView) -> str:
                                                "entries_completed", "throughput_entries_per_s", "corpus_accepted",
                                                "protocol_fingerprint")},
             **durations,
+            "configuration": summary.label,
+            "hardware": summary.configuration.hardware if summary.configuration else None,
+            "software": summary.configuration.software if summary.configuration else None,
             "ids_match": (trial.get("id_check") or {}).get("ids_match"),
             "accuracy": overall.get("accuracy"), "macro_f1": overall.get("macro_f1"), "agreement": overall.get("agreement"),
             "predictions_sha256": (trial.get("predictions") or {}).get("sha256"),
@@ -420,35 +441,58 @@ def _seconds(nanoseconds):
     return None if nanoseconds is None else f"{nanoseconds / 1e9:.6f}"
 
 
+def _chart(draw, chart_id: str, title: str, description: str, rows: list[dict], cache: Path) -> dict:
+    """Draw one chart with DRAW and keep its rows beside it as its data table (columns in the rows' order)."""
+    return {"id": chart_id, "title": title, "description": description, "svg": Markup(draw(rows, cache)),
+            "columns": list(rows[0]), "rows": rows}
+
+
 def _charts(view: CampaignView, cache: Path) -> list[dict]:
     blocks = []
-    duration_rows = [{"variant": v.name, "run_order": order, "seconds": round(seconds, 6)}
+    duration_rows = [{"variant": v.label, "run_order": order, "seconds": round(seconds, 6)}
                      for v in view.variants for order, seconds in enumerate(v.seconds, start=1)]
     if duration_rows:
-        blocks.append({"id": "durations", "title": "Measured window per successful trial",
-                       "description": "Each dot is one successful trial's measured window; the black tick is the variant's median. "
-                                      "Failed trials have no duration and are listed under Failures.",
-                       "svg": Markup(charts.durations_chart(duration_rows, cache)),
-                       "columns": ["variant", "run_order", "seconds"], "rows": duration_rows})
+        blocks.append(_chart(charts.durations_chart, "durations", "Measured window per successful trial",
+                             "Each dot is one successful trial's measured window; the black tick is the configuration's median. "
+                             "Failed trials have no duration and are listed under Failures.", duration_rows, cache))
     memory_rows = []
     for v in view.variants:
         for key, label in (("gpu_peak_allocated_bytes", "GPU peak allocated"), ("gpu_peak_reserved_bytes", "GPU peak reserved"),
                            ("host_peak_rss_bytes", "host peak RSS (process)")):
             value, _ = v.peak(key)
             if value is not None:
-                memory_rows.append({"variant": v.name, "counter": label, "mib": round(value / 2**20, 1)})
+                memory_rows.append({"variant": v.label, "counter": label, "mib": round(value / 2**20, 1)})
     if memory_rows:
-        blocks.append({"id": "memory", "title": "Peak memory per variant",
-                       "description": "Highest value of each counter over the variant's successful trials, in MiB (2^20 bytes). "
-                                      "Counters are shown side by side, never added. GPU counters are absent when the variant ran without a GPU.",
-                       "svg": Markup(charts.memory_chart(memory_rows, cache)),
-                       "columns": ["variant", "counter", "mib"], "rows": memory_rows})
-    quality_rows = [{"variant": v.name, "bucket": bucket, "accuracy": round(value, 4)}
+        blocks.append(_chart(charts.memory_chart, "memory", "Peak memory per configuration",
+                             "Highest value of each counter over the configuration's successful trials, in MiB (2^20 bytes). "
+                             "Counters are shown side by side, never added. GPU counters are absent when the variant ran without a GPU.",
+                             memory_rows, cache))
+    quality_rows = [{"variant": v.label, "bucket": bucket, "accuracy": round(value, 4)}
                     for v in view.variants for bucket, value in v.bucket_quality("accuracy").items() if value is not None]
     if quality_rows:
-        blocks.append({"id": "quality", "title": "Accuracy per variant and length bucket",
-                       "description": "Median accuracy against gold labels over the variant's successful trials, per planned length bucket.",
-                       "svg": Markup(charts.quality_chart(quality_rows, cache)),
-                       "columns": ["variant", "bucket", "accuracy"], "rows": quality_rows})
+        blocks.append(_chart(charts.quality_chart, "quality", "Accuracy per configuration and length bucket",
+                             "Median accuracy against gold labels over the configuration's successful trials, per planned length bucket.",
+                             quality_rows, cache))
     return blocks
 
+
+def decision_charts(report: Report, cache: Path) -> list[dict]:
+    """Charts of the decision page: planned spend and projected hours against the window, each with its data."""
+    blocks = []
+    spend_rows = [{"configuration": row.label, "planned": float(row.plan.total), "currency": row.plan.currency}
+                  for row in report.rows if row.plan]
+    if spend_rows:
+        blocks.append(_chart(charts.spend_chart, "planned-spend", "Planned package spend per configuration",
+                             "The cheapest catalog package × lots covering the access window and the projected hours. "
+                             "Configurations on hardware the catalog does not price have no bar.", spend_rows, cache))
+    limit = report.question.limit_hours
+    hour_rows = [{"configuration": row.label, "low_hours": round(row.hours[0], 4), "high_hours": round(row.hours[2], 4),
+                  "lots": row.lots, "limit_hours": None if limit is None else float(limit)}
+                 for row in report.rows if row.hours]
+    if hour_rows:
+        marked = ("the red tick marks the hours available (the window, or the deadline when it comes first)" if limit is not None
+                  else "no window or deadline was stated, so nothing is marked")
+        blocks.append(_chart(charts.hours_chart, "projected-hours", "Projected processing hours against the window",
+                             "A projection, not a measurement: from the fastest to the slowest repetition, for the declared "
+                             f"workload on the planned lots; {marked}.", hour_rows, cache))
+    return blocks

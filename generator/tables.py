@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from generator.catalog import cost_per_validated_corpus, money
+from generator.configuration import Configuration, configuration_of
 from generator.records import Loaded
 
 CONFIG_FIELDS = ("batch_size", "precision", "quantization", "compile", "attention", "length_sorted", "device")
@@ -14,17 +15,27 @@ CONFIG_FIELDS = ("batch_size", "precision", "quantization", "compile", "attentio
 
 @dataclass
 class VariantSummary:
-    """One variant's trials in run order and what they add up to."""
+    """One configuration's trials (a variant on one kind of hardware and software) in run order and their sums."""
 
     name: str
     series: str
     config: dict
     trials: list[dict]
+    configuration: Configuration | None = None
+    label: str = ""
     durations: list[tuple[str, float]] = field(default_factory=list)
     ok: int = 0
     failed: int = 0
     accepted: int = 0
     _peaks: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self):
+        self.label = self.label or self.name
+
+    @property
+    def key(self) -> str:
+        """Return the configuration's stable identifier (HTML ids, CSV cells)."""
+        return self.configuration.key if self.configuration else self.name
 
     @property
     def seconds(self) -> list[float]:
@@ -160,11 +171,18 @@ class CampaignView:
                 statements.append(separate(first, second))
         return statements
 
+    def distinct_deliverables(self) -> list[dict]:
+        """Return the first deliverable of each corpus: after a merge, two teams' records of one corpus count once."""
+        first = {}
+        for deliverable in self.deliverables:
+            first.setdefault(deliverable["corpus_fingerprint"], deliverable)
+        return list(first.values())
+
     def cost(self) -> dict:
         """Spend from rentals, accepted deliverables and cost per validated corpus (or why not)."""
         currencies = sorted({r["currency"] for r in self.rentals})
         spend = money(sum((Decimal(r["total"]) for r in self.rentals), Decimal(0))) if self.rentals else None
-        accepted = len(self.deliverables)
+        accepted = len(self.distinct_deliverables())
         if spend is None:
             per, reason = None, "undefined: no rental recorded, so the spend is unknown"
         elif len(currencies) > 1:
@@ -179,21 +197,21 @@ class CampaignView:
 
 def separate(first: VariantSummary, second: VariantSummary) -> dict:
     """Compare two variants' raw durations: separated only when ranges do not overlap and spread < gap."""
-    names = f"{first.name} and {second.name}"
+    names = f"{first.label} and {second.label}"
     if len(first.seconds) < 2 or len(second.seconds) < 2:
-        return {"pair": (first.name, second.name), "separated": None,
+        return {"pair": (first.label, second.label), "separated": None,
                 "text": f"{names}: cannot be compared, fewer than two successful trials for at least one of them."}
     gap = abs(first.median - second.median)
     spread = max(first.maximum - first.minimum, second.maximum - second.minimum)
     overlap = max(first.minimum, second.minimum) <= min(first.maximum, second.maximum)
     if overlap or spread >= gap:
-        return {"pair": (first.name, second.name), "separated": False,
+        return {"pair": (first.label, second.label), "separated": False,
                 "text": (f"{names}: the series has not separated them. The spread of the repetitions "
                          f"({spread:.3f} s) is comparable to the difference between medians ({gap:.3f} s)"
                          + (" and their ranges overlap." if overlap else "."))}
     fast, slow = (first, second) if first.median < second.median else (second, first)
-    return {"pair": (first.name, second.name), "separated": True,
-            "text": (f"{fast.name} was faster than {slow.name} in every repetition: slowest {fast.maximum:.3f} s "
+    return {"pair": (first.label, second.label), "separated": True,
+            "text": (f"{fast.label} was faster than {slow.label} in every repetition: slowest {fast.maximum:.3f} s "
                      f"against fastest {slow.minimum:.3f} s; medians {fast.median:.3f} s and {slow.median:.3f} s "
                      f"({(slow.median - fast.median) / slow.median:.0%} less time).")}
 
@@ -217,10 +235,14 @@ def campaign_views(loaded: Loaded) -> list[CampaignView]:
         mine = grouped[name]
         trials = sorted((r for r in mine if r["kind"] == "trial"), key=lambda t: (t["created_at"], t["sequence"], t["record_id"]))
         manifests = sorted((r for r in mine if r["kind"] == "manifest"), key=lambda m: (m["created_at"], m["record_id"]))
-        variants: dict[str, VariantSummary] = {}
+        by_id = {m["record_id"]: m for m in manifests}
+        variants: dict[Configuration, VariantSummary] = {}
         for trial in trials:
-            summary = variants.setdefault(trial["variant"], VariantSummary(
-                trial["variant"], trial.get("series") or trial["variant_config"].get("series", "main"), trial["variant_config"], []))
+            # Trials pool only within one configuration: merged folders from two machines give two rows.
+            configuration = configuration_of(trial, by_id.get(trial.get("manifest_id")))
+            summary = variants.setdefault(configuration, VariantSummary(
+                trial["variant"], trial.get("series") or trial["variant_config"].get("series", "main"), trial["variant_config"], [],
+                configuration))
             summary.trials.append(trial)
             if trial["status"] == "ok":
                 summary.ok += 1
@@ -228,10 +250,25 @@ def campaign_views(loaded: Loaded) -> list[CampaignView]:
                 summary.durations.append((trial["record_id"], trial["phases"]["measured_window"]["duration_ns"] / 1e9))
             else:
                 summary.failed += 1
+        _label(list(variants.values()))
         problems = [problem for _, problem in sorted(own_problems.get(name, []) + shared_problems)]
+        deliverables = sorted((r for r in mine if r["kind"] == "deliverable"), key=lambda r: (r["created_at"], r["record_id"]))
         title = manifests[-1].get("title") if manifests and manifests[-1].get("title") else name
         views.append(CampaignView(name, title, manifests, trials,
                                   sorted((r for r in mine if r["kind"] == "rental"), key=lambda r: r["created_at"]),
-                                  sorted((r for r in mine if r["kind"] == "deliverable"), key=lambda r: r["created_at"]),
-                                  list(variants.values()), problems))
+                                  deliverables, list(variants.values()), problems))
     return views
+
+
+def _label(summaries: list[VariantSummary]) -> None:
+    """Label each configuration; runtime and driver are named where they alone tell two configurations apart."""
+    short = {}
+    for summary in summaries:
+        short.setdefault(summary.configuration.label(), []).append(summary)
+    for same in short.values():
+        detailed = len(same) > 1
+        for summary in same:
+            summary.label = summary.configuration.label(detailed=detailed)
+        if detailed and len({s.label for s in same}) < len(same):  # differing settings under one variant name
+            for summary in same:
+                summary.label += f" · {summary.key[-8:]}"

@@ -9,7 +9,17 @@ SHA = "b" * 64
 PHASES = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
 
 
-def manifest(campaign="camp", run_id="run-1", *, title="Test campaign", model_name="minilm", fingerprint=FINGERPRINT):
+def machine(gpu=None, *, count=1, cpu="Test CPU", torch="2.13.0", cuda=None, driver=None, threads=2):
+    """Return a manifest's environment as the runner would observe it on one machine."""
+    gpus = [{"index": i, "name": gpu, "total_memory_bytes": 24 * 10**9} for i in range(count)] if gpu else None
+    return {"cpu": {"model": cpu, "usable_cores": threads}, "threads": {"torch_intra_op": threads},
+            "gpus": gpus, "gpus_reason": None if gpu else "no CUDA device visible to torch", "gpu_count": count if gpu else 0,
+            "cuda_version": cuda, "driver_version": driver, "libraries": {"torch": torch, "transformers": "5.0"}}
+
+
+def manifest(campaign="camp", run_id="run-1", *, title="Test campaign", model_name="minilm", fingerprint=FINGERPRINT,
+             environment=None, decision=None):
+    protocol_extra = {"decision": decision} if decision else {}
     return records.make_record(
         "manifest", campaign=campaign, run_id=run_id, title=title, protocol_fingerprint=fingerprint,
         protocol={"repetitions": 5, "max_length": 64, "padding": "longest", "truncation": "truncate", "seed": 1,
@@ -17,13 +27,13 @@ def manifest(campaign="camp", run_id="run-1", *, title="Test campaign", model_na
                   "buckets": [{"name": "short", "min_tokens": 1, "max_tokens": 24}, {"name": "long", "min_tokens": 25, "max_tokens": None}],
                   "thresholds": {"accuracy": 0.7}, "min_agreement": 0.95,
                   "warmup": {"batches": 1, "passes": 1, "inputs": "first batches", "recompilation": "n/a"},
-                  "measured_window": "read corpus, tokenize, transfer, infer, predictions on host"},
+                  "measured_window": "read corpus, tokenize, transfer, infer, predictions on host", **protocol_extra},
         corpus={"path": f"{campaign}/inputs/c.jsonl", "fingerprint": "sha256:" + "c" * 64, "entries": 100, "split": "final",
                 "labelled": True, "bucket_counts": {"short": 60, "long": 40}, "truncated_entries": 0, "source_name": "c.jsonl"},
         model={"directory_name": model_name, "files_sha256": {}, "tokenizer_files": [], "revision": "sha256:" + "d" * 64,
                "labels": ["neg", "pos"]},
-        environment={"cpu": {"model": "Test CPU"}, "gpus": None, "gpus_reason": "no CUDA device visible to torch", "gpu_count": 0,
-                     "libraries": {"torch": "2.13.0", "transformers": "5.0"}},
+        environment=environment or {"cpu": {"model": "Test CPU"}, "gpus": None, "gpus_reason": "no CUDA device visible to torch",
+                                    "gpu_count": 0, "libraries": {"torch": "2.13.0", "transformers": "5.0"}},
         code_version={"version": "0.1.0"}, variants={}, plan=[],
     )
 
@@ -68,12 +78,13 @@ def trial(manifest_record, variant="b1", *, seconds=1.0, status="ok", repetition
     return record
 
 
-def rental(campaign="camp", total="47.14", lots=1):
-    return records.make_record("rental", campaign=campaign, run_id="run-rentals", gpu="rtx-4090", lots=lots, days=3,
-                               start="2026-09-28T09:00", end=None, catalog_version="2026-09-24", price_per_lot="47.14",
-                               total=total, currency="USD", cards_per_lot=1, gpus=lots, receipt=None)
+def rental(campaign="camp", total="47.14", lots=1, runs=None, gpu="rtx-4090", price="47.14", days=3):
+    extra = {"runs": runs} if runs is not None else {}
+    return records.make_record("rental", campaign=campaign, run_id=records.new_id("run-rental"), gpu=gpu, lots=lots, days=days,
+                               start="2026-09-28T09:00", end=None, catalog_version="2026-09-24", price_per_lot=price,
+                               total=total, currency="USD", cards_per_lot=1, gpus=lots, receipt=None, **extra)
 
 
 def deliverable(campaign, trial_record):
-    return records.make_record("deliverable", campaign=campaign, run_id="run-rentals", trial_id=trial_record["record_id"],
+    return records.make_record("deliverable", campaign=campaign, run_id=records.new_id("run-deliver"), trial_id=trial_record["record_id"],
                                name="final corpus", corpus_fingerprint="sha256:" + "c" * 64, predictions_sha256=SHA)

@@ -1,17 +1,35 @@
-"""Each page type opened from file:// in real headless Chromium: no console error, no request elsewhere."""
+"""Each page type opened from file:// in real headless Chromium: no console error, no request elsewhere, axe-core clean."""
 
 from __future__ import annotations
 
+import io
 import shutil
+import unicodedata
+from pathlib import Path
 
 import pytest
 
 from generator import records
 from generator.site import build_site
 from tests import factory
+from tests.test_decision import CPU, RTX_4090, RTX_6000_ADA, write_machine
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync"]
+AXE = Path(__file__).resolve().parent / ".axe" / "node_modules" / "axe-core" / "axe.min.js"
+# A decision note written to attack its reviewers: every one of these must reach the page inert.
+HOSTILE_NOTE = """---
+campaign: camp
+decision: Keep b1
+date: 2026-10-01
+author: QA
+---
+Body with [a script link](javascript:alert(1)), [mixed case](JaVaScRiPt:alert(2)), [data](data:text/html;base64,PHNjcmlwdD4=),
+[vb](vbscript:msgbox(3)), <script>alert(4)</script>, <img src=x onerror=alert(5)>, <iframe src="javascript:alert(6)"></iframe>,
+<a href="javascript:alert(7)" onclick="alert(8)">raw</a> and ![remote](https://example.invalid/pixel.png).
+
+[the evidence](../campaigns/camp/index.html) and [the spec](https://example.invalid/spec) stay links.
+"""
 
 
 @pytest.fixture(scope="module")
@@ -20,6 +38,8 @@ def chromium_path():
     if path is None:
         # Never a skip: make test installs Debian's chromium, so its absence is a broken setup.
         pytest.fail("Chromium is not installed: run make test (it installs Debian's chromium) or apt-get install chromium")
+    if not AXE.is_file():
+        pytest.fail(f"axe-core is not installed at {AXE}: run make test (it installs the npm package axe-core)")
     return path
 
 
@@ -31,11 +51,17 @@ def site(tmp_path_factory):
     records.append(runs, manifest)
     for repetition in range(1, 6):
         records.append(runs, factory.trial(manifest, "b1", seconds=1 + repetition / 10, repetition=repetition, sequence=repetition))
-    records.append(runs, factory.trial(manifest, "b8", status="oom", failed_phase="measured_window", entries_completed=8, error="OOM"))
+    records.append(runs, factory.trial(manifest, "b8", status="oom", failed_phase="measured_window", entries_completed=8, error="OOM",
+                                       batch_size=8))
+    # A campaign merged from three machines, with a rental named for the wrong hardware: the decision page at full width.
+    for name, environment, durations in (("run-4090", RTX_4090, {"b1": [100, 102, 104, 106, 108], "b8": [30, 31, 32, 33, 34]}),
+                                         ("run-ada", RTX_6000_ADA, {"b8": [25, 26, 27, 28, 29]}),
+                                         ("run-cpu", CPU, {"b1": [500, 510, 520, 530, 540]})):
+        write_machine(runs, name, environment, durations)
+    records.append(runs, factory.rental("merged", runs=["run-cpu"]))
     notes = root / "notes"
     notes.mkdir()
-    (notes / "decision.md").write_text("---\ncampaign: camp\ndecision: Keep b1\ndate: 2026-10-01\nauthor: QA\n---\nBody.\n",
-                                       encoding="utf-8")
+    (notes / "decision.md").write_text(HOSTILE_NOTE, encoding="utf-8")
     out = root / "site"
     build_site(runs=runs, out=out, notes=notes, chart_cache=root / "charts")
     return out
@@ -43,22 +69,32 @@ def site(tmp_path_factory):
 
 def page_paths(site):
     trial_page = sorted((site / "campaigns" / "camp" / "trials").glob("*.html"))[0]
+    merged = site / "campaigns" / "merged"
     return {"index": site / "index.html", "campaign": site / "campaigns" / "camp" / "index.html", "trial": trial_page,
-            "note": site / "notes" / "decision.html", "catalog": site / "catalog.html"}
+            "note": site / "notes" / "decision.html", "catalog": site / "catalog.html", "sizing": site / "sizing.html",
+            "qualification": merged / "qualification.html", "decision": merged / "decision.html",
+            "merged campaign": merged / "index.html", "decision without question": site / "campaigns" / "camp" / "decision.html"}
+
+
+def axe_violations(page) -> list:
+    page.add_script_tag(path=str(AXE))
+    result = page.evaluate("() => axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}})")
+    return [(v["id"], v["help"], [n["target"] for n in v["nodes"]][:3]) for v in result["violations"]]
 
 
 @pytest.mark.slow
-def test_every_page_type_loads_offline_without_errors(site, chromium_path, tmp_path):
+def test_every_page_type_loads_offline_accessible_and_no_wider_than_the_window(site, chromium_path, tmp_path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_FLAGS)
         try:
             for name, path in page_paths(site).items():
-                page = browser.new_page()
-                errors, outside = [], []
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                errors, outside, dialogs = [], [], []
                 page.on("console", lambda message, errors=errors: errors.append(message.text) if message.type == "error" else None)
                 page.on("pageerror", lambda error, errors=errors: errors.append(str(error)))
+                page.on("dialog", lambda dialog, dialogs=dialogs: (dialogs.append(dialog.message), dialog.dismiss()))
                 page.on("request", lambda request, outside=outside: outside.append(request.url)
                         if not request.url.startswith("file://") else None)
                 page.goto(path.as_uri(), wait_until="load")
@@ -66,8 +102,69 @@ def test_every_page_type_loads_offline_without_errors(site, chromium_path, tmp_p
                 screenshot = tmp_path / f"{name}.png"
                 page.screenshot(path=str(screenshot), full_page=True)
                 assert screenshot.stat().st_size > 1000
+                # Wide tables scroll inside their own box: the page never scrolls sideways at 1,280 px.
+                assert page.evaluate("document.documentElement.scrollWidth") <= 1280, name
                 assert errors == [], (name, errors)
                 assert outside == [], (name, outside)
+                assert dialogs == [], (name, dialogs)
+                assert axe_violations(page) == [], name
                 page.close()
         finally:
             browser.close()
+
+
+@pytest.mark.slow
+def test_a_hostile_note_is_inert(site, chromium_path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page()
+            dialogs = []
+            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+            page.goto((site / "notes" / "decision.html").as_uri(), wait_until="load")
+            for link in page.query_selector_all("main a"):
+                if link.get_attribute("href") is None:
+                    link.click()  # a neutralised link does nothing when clicked
+            assert dialogs == []
+            assert page.evaluate("document.querySelectorAll('script, iframe, object, embed, img').length") == 0
+            urls = page.evaluate("[...document.querySelectorAll('[href], [src], [action]')]"
+                                 ".map(e => e.getAttribute('href') || e.getAttribute('src') || e.getAttribute('action'))")
+            assert not [url for url in urls if url.strip().lower().startswith(("javascript:", "data:", "vbscript:"))]
+            handlers = page.evaluate("[...document.querySelectorAll('*')].flatMap(e => [...e.attributes].map(a => a.name))"
+                                     ".filter(n => n.startsWith('on'))")
+            assert handlers == []
+            hrefs = [link.get_attribute("href") for link in page.query_selector_all("main a[href]")]
+            assert "../campaigns/camp/index.html" in hrefs and "https://example.invalid/spec" in hrefs
+        finally:
+            browser.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["merged campaign", "decision"])
+def test_printed_on_a4_every_column_is_on_paper(site, chromium_path, name):
+    from playwright.sync_api import sync_playwright
+    from pypdf import PdfReader
+
+    path = page_paths(site)[name]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page()
+            page.goto(path.as_uri(), wait_until="load")
+            headers = page.evaluate("[...document.querySelectorAll('table.variants thead th, table.decision thead th')]"
+                                    ".map(th => th.innerText)")
+            # Text at the far right edge of each wide table: its last column's cells.
+            last_cells = page.evaluate("[...document.querySelectorAll('table.variants tbody tr, table.decision tbody tr')]"
+                                       ".map(tr => tr.lastElementChild.innerText)")
+            pdf = page.pdf(format="A4", print_background=False)
+        finally:
+            browser.close()
+    text = " ".join(" ".join(page.extract_text().split()) for page in PdfReader(io.BytesIO(pdf)).pages)
+    # NFKC: the PDF font sets "fi" as one ligature glyph.
+    squeezed = unicodedata.normalize("NFKC", text).replace(" ", "").replace("-", "")
+    assert headers and last_cells
+    for expected in headers + last_cells:
+        # Wrapped cells break lines (and may hyphenate), so words are compared without spaces.
+        assert unicodedata.normalize("NFKC", "".join(expected.split())).replace("-", "") in squeezed, (name, expected)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 
 import pytest
 
 from generator import demo
 from generator.campaign import load_campaign
+from generator.environment import model_files, sha256_file
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +63,24 @@ def test_demo_campaign_declares_both_series_against_the_fp32_reference(tmp_path)
         "fp32-b8": ("batch", 8, "fp32", "none"), "bf16-b8": ("precision", 8, "bf16", "none"),
         "int8-b8": ("precision", 8, "fp32", "dynamic-int8"),
     }
+    # The seeds' schedule example, Monday 09:00 to Friday 09:00, as the decision question.
+    decision = campaign.protocol["decision"]
+    assert decision["window_hours"] == "96" and decision["corpora"] == 20
+    assert decision["window_start"] == "2026-09-28T09:00:00+07:00" and decision["time_zone"] == "Asia/Jakarta"
+
+
+def test_a_cached_demo_workspace_gets_the_current_campaign_text(tmp_path, monkeypatch):
+    """A model fine-tuned by an earlier iteralab is reused; its campaign file is written again from the cached figures."""
+    monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path))
+    base, corpus_file = demo.locate_inputs()
+    key_source = json.dumps({"recipe": demo.RECIPE, "model": model_files(base)["revision"], "corpus": sha256_file(corpus_file)},
+                            sort_keys=True)
+    workspace = tmp_path / "demo" / hashlib.sha256(key_source.encode()).hexdigest()[:16]
+    workspace.mkdir(parents=True)
+    (workspace / "training.json").write_text(json.dumps({"heldout_accuracy": 0.8123}), encoding="utf-8")
+    (workspace / "campaign.toml").write_text("# written by an older iteralab, without [decision]\n", encoding="utf-8")
+    path = demo.prepare_workspace()
+    assert path == workspace / "campaign.toml" and "[decision]" in path.read_text(encoding="utf-8")
 
 
 def test_missing_demo_package_gives_install_instructions(monkeypatch, cli):

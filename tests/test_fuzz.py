@@ -120,7 +120,7 @@ def test_corrupt_record_lines_are_listed_and_never_lose_the_good_record(lines):
         loaded = records.load(runs)
         assert good["record_id"] in {record["record_id"] for record in loaded.records}
         for problem in loaded.problems:
-            assert problem.startswith("camp/records/run-rentals.jsonl:")
+            assert problem.startswith(f"camp/records/{good['run_id']}.jsonl:")
         records.append(runs, factory.rental())
         assert path.read_bytes().startswith(before)
 

@@ -43,19 +43,38 @@ def qualify_json(cli, sheets, runs):
 
 
 def test_demo_example_derives_what_evidence_decides_and_leaves_the_rest_to_confirm(cli, sheets, runs):
+    """Regression for #11: quality measured on a CPU is not the RTX 4090's quality; it is to confirm, with the reason."""
     result = qualify_json(cli, sheets, runs)
     assert [s["candidate"] for s in result] == ["RTX 4090, 1 lot, 3 days", "RTX 6000 Ada, 1 lot, 3 days"]
     for sheet in result:
         statuses = {c["name"]: (c["status"], c["derived"]) for c in sheet["criteria"]}
         assert statuses == {
             "workload_covered": ("acceptable", False), "compatibility": ("to-confirm", False),
-            "memory_per_gpu": ("to-confirm", True), "quality": ("acceptable", True),
+            "memory_per_gpu": ("to-confirm", True), "quality": ("to-confirm", True),
             "distribution_and_server": ("to-confirm", False), "budget_and_schedule": ("acceptable", True),
         }
-        assert sheet["outcome"] == "to confirm" and len(sheet["open_conditions"]) == 3
+        assert sheet["outcome"] == "to confirm" and len(sheet["open_conditions"]) == 4
     assert [s["total"] for s in result] == ["47.14", "55.71"]
+    quality = next(c for c in result[0]["criteria"] if c["name"] == "quality")
+    assert quality["note"].startswith("fp32-b8 was measured on CPU Test CPU, not on RTX 4090")
     memory = next(c for c in result[0]["criteria"] if c["name"] == "memory_per_gpu")
-    assert "without a GPU" in memory["note"]
+    assert "not on RTX 4090" in memory["note"]
+
+
+def test_quality_is_read_from_the_sheets_configuration_only(cli, sheets, tmp_path):
+    runs = tmp_path / "merged"
+    cpu = factory.manifest(CAMPAIGN, "run-cpu")
+    gpu = factory.manifest(CAMPAIGN, "run-4090", environment=factory.machine("NVIDIA GeForce RTX 4090", cuda="12.8"))
+    for manifest, accuracy, on_gpu in ((cpu, 0.9, False), (gpu, 0.5, True)):
+        records.append(runs, manifest)
+        records.append(runs, factory.trial(manifest, "fp32-b8", batch_size=8, accuracy=accuracy, gpu=on_gpu))
+    result = {s["candidate"]: s for s in qualify_json(cli, sheets, runs)}
+    quality = next(c for c in result["RTX 4090, 1 lot, 3 days"]["criteria"] if c["name"] == "quality")
+    assert quality["status"] == "exclude"  # the CPU's accuracy of 0.9 does not rescue the 4090's 0.5
+    path = sheets / "demo-rtx-4090.toml"
+    path.write_text(path.read_text().replace('variant = "fp32-b8"', 'variant = "fp32-b8"\nconfiguration = "nope"'))
+    code, _, err = cli("qualify", sheets, "--runs", runs)
+    assert code == 1 and "configuration 'nope' is not one of fp32-b8's" in err and "1× NVIDIA GeForce RTX 4090" in err
 
 
 def test_page_and_cli_agree(cli, sheets, runs, tmp_path):
@@ -71,9 +90,10 @@ def test_page_and_cli_agree(cli, sheets, runs, tmp_path):
 
 def test_all_acceptable_is_selected_and_ranked_by_cost_then_margin(cli, tmp_path):
     runs = tmp_path / "runs"
-    manifest = factory.manifest("gpu-campaign")
-    records.append(runs, manifest)
-    records.append(runs, factory.trial(manifest, "fp16-b8", gpu=True))  # 3 GiB reserved observed on a GPU
+    for run_id, card in (("run-4090", "NVIDIA GeForce RTX 4090"), ("run-ada", "NVIDIA RTX 6000 Ada Generation")):
+        manifest = factory.manifest("gpu-campaign", run_id, environment=factory.machine(card, cuda="12.8"))
+        records.append(runs, manifest)
+        records.append(runs, factory.trial(manifest, "fp16-b8", gpu=True))  # 3 GiB reserved observed on each card
     folder = tmp_path / "sheets"
     folder.mkdir()
     manual = "\n".join(f'[criteria.{name}]\nstatus = "acceptable"\ndocument = "doc-{name}"\n'

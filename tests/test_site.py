@@ -35,7 +35,7 @@ def runs(tmp_path):
             records.append(folder, factory.trial(manifest, variant, seconds=seconds * scale, repetition=repetition,
                                                  sequence=sequence, batch_size=int(variant[1:])))
     records.append(folder, factory.trial(manifest, "b8", status="oom", repetition=6, sequence=99, failed_phase="measured_window",
-                                         entries_completed=48, error="OutOfMemoryError: CUDA out of memory"))
+                                         entries_completed=48, error="OutOfMemoryError: CUDA out of memory", batch_size=8))
     records.append(folder, factory.rental())
     broken = factory.manifest("broken", "run-b")
     records.append(folder, broken)
@@ -51,7 +51,7 @@ def site(runs, tmp_path):
 
 
 def variant_row(page, name):
-    return page.find("tr", id=f"variant-{name}")
+    return next(row for row in page.select("tr[id^=variant-]") if row.th.get_text().split(" · ")[0] == name)
 
 
 def test_variant_row_shows_the_five_raw_durations_in_run_order_and_their_median_min_max(site):

@@ -1,0 +1,121 @@
+"""What was actually tested together: variant settings × observed hardware × software stack."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+
+from generator.catalog import Catalog, Gpu
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One configuration: trials are only ever pooled within one of these."""
+
+    variant: str
+    settings: tuple  # the variant's settings as sorted (key, value) pairs
+    device: str  # "gpu", "cpu" or "unknown"
+    gpu_name: str | None
+    gpu_count: int
+    cpu_model: str | None
+    threads: int | None
+    torch: str | None
+    accelerator_runtime: str | None  # "CUDA 12.8", "HIP 6.2" or None on a CPU build
+    driver: str | None
+    unknown_reason: str | None = None
+
+    @property
+    def hardware(self) -> str:
+        """Describe the hardware the trials ran on, as the manifest observed it."""
+        if self.device == "gpu":
+            return f"{self.gpu_count}× {self.gpu_name}"
+        if self.device == "cpu":
+            threads = f", {self.threads} threads" if self.threads else ""
+            return f"CPU {self.cpu_model or 'model not read'}{threads}"
+        return f"unknown hardware ({self.unknown_reason})"
+
+    @property
+    def software(self) -> str:
+        """Describe the software stack: torch, accelerator runtime and driver."""
+        parts = [f"torch {self.torch or 'version not read'}"]
+        if self.accelerator_runtime:
+            parts.append(self.accelerator_runtime)
+        if self.driver:
+            parts.append(f"driver {self.driver}")
+        return " · ".join(parts)
+
+    @property
+    def key(self) -> str:
+        """Return a stable identifier usable in file names, HTML ids and CSV cells."""
+        canonical = json.dumps([self.variant, self.settings, self.hardware, self.software], sort_keys=True, default=str)
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{self.variant}-{self.gpu_name or self.device}").strip("-").lower()
+        return f"{slug}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
+
+    def label(self, detailed: bool = False) -> str:
+        """Name it for a reader: variant · hardware · torch (runtime and driver too when DETAILED)."""
+        stack = self.software if detailed else f"torch {self.torch or 'version not read'}"
+        return f"{self.variant} · {self.hardware} · {stack}"
+
+
+def _runtime(environment: dict) -> str | None:
+    if environment.get("cuda_version"):
+        return f"CUDA {environment['cuda_version']}"
+    if environment.get("hip_version"):
+        return f"HIP {environment['hip_version']}"
+    return None
+
+
+def configuration_of(trial: dict, manifest: dict | None) -> Configuration:
+    """Return the configuration of TRIAL from its variant settings and its run's manifest."""
+    config = trial.get("variant_config") or {}
+    settings = tuple(sorted((key, value) for key, value in config.items() if key != "series"))
+    if manifest is None:
+        return Configuration(trial["variant"], settings, "unknown", None, 0, None, None, None, None, None,
+                             f"manifest {trial.get('manifest_id')} of run {trial.get('run_id')} is missing")
+    environment = manifest.get("environment") or {}
+    libraries = environment.get("libraries") or {}
+    cpu = environment.get("cpu") or {}
+    threads = (environment.get("threads") or {}).get("torch_intra_op") or cpu.get("usable_cores")
+    common = {"torch": libraries.get("torch"), "accelerator_runtime": _runtime(environment)}
+    device = str(config.get("device") or "cpu")
+    gpus = environment.get("gpus") or []
+    if device.startswith("cuda"):
+        index = int(device.partition(":")[2] or 0)
+        used = next((gpu for gpu in gpus if gpu.get("index") == index), gpus[index] if index < len(gpus) else None)
+        if used is None:
+            return Configuration(trial["variant"], settings, "unknown", None, 0, cpu.get("model"), threads, **common,
+                                 driver=environment.get("driver_version"),
+                                 unknown_reason=f"the manifest lists no GPU {index} for device {device}")
+        count = sum(1 for gpu in gpus if gpu.get("name") == used.get("name"))
+        return Configuration(trial["variant"], settings, "gpu", used.get("name"), count, cpu.get("model"), threads, **common,
+                             driver=environment.get("driver_version"))
+    # A variant on the CPU ran on the CPU, even on a machine with GPUs: the GPUs did not take part.
+    return Configuration(trial["variant"], settings, "cpu", None, 0, cpu.get("model"), threads, torch=common["torch"],
+                         accelerator_runtime=None, driver=None)
+
+
+def _tokens(name: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", name.lower()))
+
+
+def card_matches(card: Gpu, observed_name: str | None) -> bool:
+    """Tell whether a GPU name reported by torch is the catalog's card: every word of the catalog name appears in it."""
+    # torch reports "NVIDIA GeForce RTX 4090" for the catalog's "RTX 4090", "NVIDIA RTX 6000 Ada Generation" for
+    # "RTX 6000 Ada"; an older "Quadro RTX 6000" lacks "ada" and is not that card.
+    return bool(observed_name) and _tokens(card.name) <= _tokens(observed_name)
+
+
+def catalog_card(catalog: Catalog, configuration: Configuration) -> Gpu | None:
+    """Return the catalog card a GPU configuration ran on, or None (CPU, unknown, or a card the catalog lacks)."""
+    if configuration.device != "gpu":
+        return None
+    matches = [card for card in catalog.gpus.values() if card_matches(card, configuration.gpu_name)]
+    # The most specific name wins: "RTX 6000 Ada" over a hypothetical "RTX 6000".
+    return max(matches, key=lambda card: len(_tokens(card.name)), default=None)
+
+
+def manifest_gpus(manifest: dict) -> list[str]:
+    """Return the GPU names a run's manifest observed."""
+    return [gpu.get("name") or "" for gpu in (manifest.get("environment") or {}).get("gpus") or []]

@@ -1,0 +1,587 @@
+"""The decision report: per configuration, quality, time, planned and observed money, and which one to pick."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+from generator.catalog import Catalog, Gpu, money
+from generator.configuration import card_matches, catalog_card, manifest_gpus
+from generator.errors import UserError
+from generator.schedule import format_hours
+from generator.tables import CampaignView, VariantSummary, separate
+
+ONE_TIME_PHASES = ("environment_check", "model_load", "compilation", "warmup")
+MAX_LOTS = 64  # the planner tries more lots only to fit many independent corpora; beyond this it says so
+
+
+@dataclass
+class Question:
+    """The decision question as the campaign file stated it before any timing."""
+
+    declared: bool
+    corpora: int | None
+    entries: int | None
+    window_hours: Decimal | None
+    window_start: str | None
+    window_end: str | None
+    time_zone: str | None
+    deadline: str | None
+    deadline_hours: Decimal | None
+    budget: Decimal | None
+
+    @property
+    def missing(self) -> list[str]:
+        """Name the parts of the question the campaign file left out."""
+        if not self.declared:
+            return ["the whole [decision] table (workload, access window, deadline, budget): one corpus assumed, no window"]
+        found = []
+        if self.window_hours is None:
+            found.append("the access window (window_start and window_end, or window_hours)")
+        if self.deadline_hours is None:
+            found.append("a deadline (optional)")
+        if self.budget is None:
+            found.append("a budget ceiling (optional)")
+        return found
+
+    @property
+    def limit_hours(self) -> Decimal | None:
+        """Return the hours the work must fit in: the window, or the deadline when it comes first."""
+        limits = [hours for hours in (self.window_hours, self.deadline_hours) if hours is not None]
+        return min(limits) if limits else None
+
+    def workload(self, corpus_entries: int | None) -> str:
+        """Describe the production workload in words."""
+        if self.entries is not None:
+            size = f" ({self.entries / corpus_entries:.2f} × the campaign's corpus)" if corpus_entries else ""
+            return f"{self.entries:,} entries{size}, processed as one stream"
+        return f"{self.corpora} corpus like the campaign's" if self.corpora == 1 else f"{self.corpora} independent corpora like the campaign's"
+
+
+def question_of(view: CampaignView) -> Question:
+    """Read the decision question from the campaign's protocol (absent in campaign files without [decision])."""
+    stated = (view.protocol or {}).get("decision")
+    if not stated:
+        return Question(False, 1, None, None, None, None, None, None, None, None)
+
+    def number(key):
+        return None if stated.get(key) is None else Decimal(str(stated[key]))
+
+    return Question(True, stated.get("corpora"), stated.get("entries"), number("window_hours"), stated.get("window_start"),
+                    stated.get("window_end"), stated.get("time_zone"), stated.get("deadline"), number("deadline_hours"),
+                    number("budget"))
+
+
+@dataclass
+class Plan:
+    """The cheapest catalog package × lots that covers the window and the projected hours."""
+
+    card: Gpu
+    days: int
+    lots: int
+    price_per_lot: Decimal
+    total: Decimal
+    currency: str
+    catalog_version: str
+    package_hours: int
+    spare_hours: Decimal
+
+    def describe(self) -> str:
+        return (f"{self.lots} lot{'s' * (self.lots != 1)} × {self.days}-day {self.card.name} at {self.price_per_lot} {self.currency} "
+                f"per lot, catalog {self.catalog_version}, {format_hours(self.spare_hours)} h of the package spare after the work")
+
+
+@dataclass
+class Row:
+    """One configuration of the decision report."""
+
+    summary: VariantSummary
+    statuses: dict
+    window_seconds: tuple  # min, median, max of the measured window per corpus
+    one_time_seconds: tuple  # min, max of environment check + load + compilation + warm-up
+    lots: int | None = None
+    hours: tuple | None = None  # projected (min, median, max) processing hours for the workload on those lots
+    plan: Plan | None = None
+    plan_reason: str | None = None
+    capacity_bytes: int | None = None
+    capacity_reason: str | None = None
+    observed_spend: Decimal | None = None
+    observed_currency: str | None = None
+    observed_rentals: list = field(default_factory=list)
+    observed_reason: str | None = None
+    shared_with: int = 0
+    deliverables: int = 0
+    cost_per_corpus: Decimal | None = None
+    cost_reason: str | None = None
+    conditions: list = field(default_factory=list)
+
+    @property
+    def feasible(self) -> bool:
+        return not self.conditions
+
+    @property
+    def label(self) -> str:
+        return self.summary.label
+
+    @property
+    def key(self) -> str:
+        return self.summary.key
+
+
+@dataclass
+class Report:
+    """The whole decision report of one campaign."""
+
+    campaign: str
+    title: str
+    question: Question
+    corpus_entries: int | None
+    catalog_version: str
+    rows: list[Row]
+    ranked: list[Row]
+    infeasible: list[Row]
+    to_measure: list[dict]
+    problems: list[str]
+    answer: str
+    summary_line: str
+    cheapest: Row | None = None
+    runner_up: Row | None = None
+    gap_money: Decimal | None = None
+    gap_hours: float | None = None
+    tie: str | None = None
+    fastest: Row | None = None
+
+
+def trial_table(view: CampaignView):
+    """Return one pandas row per trial with its configuration: the table every figure of the report is grouped from."""
+    import pandas as pd
+
+    rows = []
+    for summary in view.variants:
+        for trial in summary.trials:
+            phases = trial["phases"]
+            one_time = [phases.get(name, {}).get("duration_ns") for name in ONE_TIME_PHASES]
+            rows.append({
+                "configuration": summary.key, "run_id": trial["run_id"], "status": trial["status"],
+                "accepted": bool(trial["corpus_accepted"]),
+                "ids_match": (trial.get("id_check") or {}).get("ids_match"),
+                "window_s": phases["measured_window"]["duration_ns"] / 1e9 if trial["status"] == "ok" else None,
+                # A phase skipped on purpose (no compilation) has no duration: it adds nothing to a one-time cost.
+                "one_time_s": sum(value for value in one_time if value is not None) / 1e9 if trial["status"] == "ok" else None,
+            })
+    columns = ["configuration", "run_id", "status", "accepted", "ids_match", "window_s", "one_time_s"]
+    return pd.DataFrame(rows, columns=columns).astype({"window_s": "float64", "one_time_s": "float64"})
+
+
+def _figures(table) -> dict:
+    """Group the trial table by configuration: counts per status, window min/median/max, one-time min/max."""
+    if table.empty:
+        return {}
+    ok = table[table["status"] == "ok"]
+    counts = table.groupby(["configuration", "status"]).size().unstack(fill_value=0)
+    window = ok.groupby("configuration")["window_s"].agg(["min", "median", "max"])
+    one_time = ok.groupby("configuration")["one_time_s"].agg(["min", "max"])
+    figures = {}
+    for key in counts.index:
+        has = key in window.index
+        figures[key] = {
+            "statuses": {status: int(count) for status, count in counts.loc[key].items() if count},
+            "window": tuple(float(window.loc[key, c]) for c in ("min", "median", "max")) if has else (None, None, None),
+            "one_time": tuple(float(one_time.loc[key, c]) for c in ("min", "max")) if has else (None, None),
+        }
+    return figures
+
+
+def _projected(row: Row, question: Question, corpus_entries: int | None, lots: int) -> tuple | None:
+    """Project processing hours (min, median, max) for the workload when LOTS machines share it."""
+    low, middle, high = row.window_seconds
+    if low is None:
+        return None
+    if question.entries is not None:
+        if not corpus_entries:
+            return None
+        per_lot = question.entries / corpus_entries  # one stream: more lots do not divide it
+    else:
+        # Lots divide only independent corpora; a model is never split across cards.
+        per_lot = math.ceil((question.corpora or 1) / lots)
+    first, last = row.one_time_seconds
+    return tuple((window * per_lot + once) / 3600 for window, once in ((low, first), (middle, (first + last) / 2), (high, last)))
+
+
+def span(hours: float) -> str:
+    """Write a projected duration readably: minutes under an hour, hours with two decimals above."""
+    return f"{hours * 60:.1f} min" if hours < 1 else f"{hours:.2f} h"
+
+
+def span_range(hours: tuple | None) -> str:
+    """Write a projection as 'min–max', or say there is none."""
+    return f"{span(hours[0])} to {span(hours[2])}" if hours else "no projection: no successful trial"
+
+
+def _hours(value: float) -> Decimal:
+    return Decimal(str(round(value, 4)))
+
+
+def _plan(row: Row, question: Question, corpus_entries: int | None, catalog: Catalog) -> None:
+    """Find the lots and the cheapest listed package for the row's hardware, or say why there is none."""
+    configuration = row.summary.configuration
+    card = catalog_card(catalog, configuration) if configuration else None
+    if card is None:
+        if configuration is None or configuration.device == "cpu":
+            row.plan_reason = "not in the catalog: CPU"
+        elif configuration.device == "gpu":
+            row.plan_reason = f"not in the catalog: {configuration.gpu_name}"
+        else:
+            row.plan_reason = f"no plan: {configuration.hardware}"
+        row.lots = 1
+        row.hours = _projected(row, question, corpus_entries, 1)
+        return
+    if card.memory_per_card_gb is not None:
+        row.capacity_bytes = int(card.memory_per_card_gb * Decimal(10**9))
+    else:
+        row.capacity_reason = f"the catalog does not state {card.name}'s memory"
+    minimum = math.ceil(configuration.gpu_count / card.cards_per_lot)
+    divisible = question.entries is None and (question.corpora or 1) > 1
+    candidates = range(minimum, max(minimum, min(question.corpora or 1, MAX_LOTS)) + 1) if divisible else [minimum]
+    limit = question.limit_hours
+    lots = next((n for n in candidates if (p := _projected(row, question, corpus_entries, n)) and limit is not None
+                 and _hours(p[2]) <= limit), minimum)
+    row.lots, row.hours = lots, _projected(row, question, corpus_entries, lots)
+    if row.hours is None:
+        row.plan_reason = "no successful trial to project from"
+        return
+    needed = max(question.window_hours or Decimal(0), _hours(row.hours[2]))
+    listed = sorted((p for p in catalog.prices.values() if p.gpu.slug == card.slug), key=lambda p: p.price_per_lot)
+    covering = [p for p in listed if p.days * 24 >= needed]
+    if covering:
+        best = covering[0]
+        row.plan = Plan(card, best.days, lots, best.price_per_lot, money(best.price_per_lot * lots), best.currency,
+                        catalog.version, best.days * 24, Decimal(best.days * 24) - _hours(row.hours[2]))
+        return
+    if not listed:
+        row.plan_reason = f"catalog {catalog.version} lists no package for {card.name}"
+        return
+    options = [(money(p.price_per_lot * lots * math.ceil(needed / (p.days * 24))), p) for p in listed]
+    total, best = min(options, key=lambda item: item[0])
+    periods = math.ceil(needed / (best.days * 24))
+    row.plan_reason = (f"no listed {card.name} package covers {format_hours(needed)} h; {periods} consecutive {best.days}-day "
+                       f"periods × {lots} lot{'s' * (lots != 1)} would, {total} {best.currency}, bought explicitly (never extended)")
+
+
+def check_rentals(view: CampaignView) -> tuple[dict, list[str]]:
+    """Match each rental's GPU and cards with the hardware its runs' manifests observed; return valid links and problems."""
+    manifests = {}
+    for manifest in view.manifests:
+        manifests.setdefault(manifest["run_id"], manifest)
+    links, problems = {}, []
+    for rental in view.rentals:
+        words = rental["gpu"].replace("-", " ")
+        card = Gpu(rental["gpu"], words, rental["cards_per_lot"], None)
+        covered = rental["lots"] * rental["cards_per_lot"]
+        for run_id in rental.get("runs") or []:
+            manifest = manifests.get(run_id)
+            where = f"rental {rental['record_id']} ({rental['lots']} lot(s) {rental['gpu']})"
+            if manifest is None:
+                problems.append(f"{where} names run {run_id}, which has no manifest in campaign {view.name}; "
+                                "copy that run's records here or correct the rental; it is not counted")
+                continue
+            observed = manifest_gpus(manifest)
+            if not any(card_matches(card, name) for name in observed):
+                seen = ", ".join(observed) or f"no GPU (CPU {(manifest['environment'].get('cpu') or {}).get('model')})"
+                problems.append(f"{where} names run {run_id}, whose manifest observed {seen}: the hardware does not match; "
+                                "it is not counted for that run's configurations")
+                continue
+            if len(observed) > covered:
+                problems.append(f"{where} covers {covered} card(s) but run {run_id} observed {len(observed)}: "
+                                "it is not counted for that run's configurations")
+                continue
+            links.setdefault(run_id, []).append(rental)
+    return links, problems
+
+
+def _observed(row: Row, links: dict, rows_by_run: dict) -> None:
+    """Sum the rentals validly linked to the row's runs, once each; count its distinct delivered corpora."""
+    runs = sorted({trial["run_id"] for trial in row.summary.trials})
+    rentals = {r["record_id"]: r for run in runs for r in links.get(run, [])}
+    row.observed_rentals = sorted(rentals.values(), key=lambda r: r["created_at"])
+    row.shared_with = len({key for run in runs if run in links for key in rows_by_run.get(run, ())} - {row.key})
+    currencies = {r["currency"] for r in rentals.values()}
+    if not rentals:
+        row.observed_reason = "no rental linked to its runs"
+    elif len(currencies) > 1:
+        row.observed_reason = f"rentals mix currencies ({', '.join(sorted(currencies))})"
+    else:
+        row.observed_spend = money(sum((Decimal(r["total"]) for r in rentals.values()), Decimal(0)))
+        row.observed_currency = currencies.pop()
+    if row.observed_spend is None:
+        row.cost_reason = f"undefined: {row.observed_reason}"
+    elif row.deliverables == 0:
+        row.cost_reason = "undefined: no accepted deliverable"
+    else:
+        row.cost_per_corpus = money(row.observed_spend / row.deliverables)
+
+
+def _conditions(row: Row, question: Question) -> list[str]:
+    """Name every feasibility condition the row fails: quality, ids, window, deadline, budget."""
+    failed = []
+    ok = [t for t in row.summary.trials if t["status"] == "ok"]
+    if not ok:
+        failed.append("quality: no successful trial")
+    else:
+        rejected = [t for t in ok if not t["corpus_accepted"]]
+        if rejected:
+            misses = sorted({f"{v['metric']} {v['value']:.3f} < {v['threshold']}" for t in rejected
+                             for v in (t.get("quality") or {}).get("verdicts", []) if not v["passed"] and v["value"] is not None})
+            failed.append(f"quality: {len(rejected)} of {len(ok)} successful trials not accepted ({'; '.join(misses) or 'ids or format'})")
+        mismatched = [t for t in ok if not (t.get("id_check") or {}).get("ids_match")]
+        if mismatched:
+            failed.append(f"ids: {len(mismatched)} of {len(ok)} successful trials did not return every id exactly once")
+    if row.hours is not None:
+        longest = _hours(row.hours[2])
+        if question.window_hours is not None and longest > question.window_hours:
+            failed.append(f"window: projected up to {longest:.2f} h, longer than the {format_hours(question.window_hours)} h access window")
+        if question.deadline_hours is not None and longest > question.deadline_hours:
+            failed.append(f"deadline: projected up to {longest:.2f} h, later than the {format_hours(question.deadline_hours)} h until the deadline")
+    if question.budget is not None:
+        if row.plan is None:
+            failed.append(f"budget: cannot be checked ({row.plan_reason})")
+        elif row.plan.total > question.budget:
+            failed.append(f"budget: planned {row.plan.total} exceeds the ceiling {money(question.budget)}")
+    return failed
+
+
+def _to_measure(rows: list[Row], question: Question, catalog: Catalog) -> list[dict]:
+    """List catalog cards no configuration ran on, priced for the window: no time, no quality."""
+    measured = {row.plan.card.slug if row.plan else None for row in rows}
+    measured |= {catalog_card(catalog, row.summary.configuration).slug for row in rows
+                 if row.summary.configuration and catalog_card(catalog, row.summary.configuration)}
+    cards = []
+    for card in sorted(catalog.gpus.values(), key=lambda c: c.slug):
+        if card.slug in measured:
+            continue
+        listed = sorted((p for p in catalog.prices.values() if p.gpu.slug == card.slug), key=lambda p: p.price_per_lot)
+        covering = [p for p in listed if question.window_hours is None or p.days * 24 >= question.window_hours]
+        best = covering[0] if covering else None
+        cards.append({"card": card, "days": best.days if best else None,
+                      "total": best.price_per_lot if best else None, "currency": best.currency if best else None,
+                      "reason": None if best else (f"no listed package covers the {format_hours(question.window_hours)} h window; "
+                                                   f"listed: {catalog.options(card.slug) or 'none'}")})
+    return cards
+
+
+def _rank_key(row: Row):
+    total = row.plan.total if row.plan else Decimal("Infinity")
+    return (total, sum(n for s, n in row.statuses.items() if s != "ok"), row.hours[1] if row.hours else math.inf, row.label)
+
+
+def decide(view: CampaignView, catalog: Catalog) -> Report:
+    """Build the decision report of one campaign."""
+    question = question_of(view)
+    corpus_entries = (view.corpus or {}).get("entries")
+    figures = _figures(trial_table(view))
+    links, problems = check_rentals(view)
+    rows_by_run: dict[str, set] = {}
+    delivered: dict[str, set] = {}
+    trial_config = {t["record_id"]: s.key for s in view.variants for t in s.trials}
+    for deliverable in view.distinct_deliverables():
+        key = trial_config.get(deliverable["trial_id"])
+        if key is None:
+            problems.append(f"deliverable {deliverable['record_id']} names trial {deliverable['trial_id']}, "
+                            "which is not in this campaign's records")
+        else:
+            delivered.setdefault(key, set()).add(deliverable["corpus_fingerprint"])
+    rows = []
+    for summary in view.variants:
+        found = figures.get(summary.key, {"statuses": {}, "window": (None, None, None), "one_time": (None, None)})
+        row = Row(summary, found["statuses"], found["window"], found["one_time"])
+        row.deliverables = len(delivered.get(summary.key, ()))
+        _plan(row, question, corpus_entries, catalog)
+        for trial in summary.trials:
+            rows_by_run.setdefault(trial["run_id"], set()).add(summary.key)
+        rows.append(row)
+    for row in rows:
+        _observed(row, links, rows_by_run)
+        row.conditions = _conditions(row, question)
+    ranked = sorted((row for row in rows if row.feasible), key=_rank_key)
+    report = Report(view.name, view.title, question, corpus_entries, catalog.version, rows, ranked,
+                    [row for row in rows if not row.feasible], _to_measure(rows, question, catalog), problems, "", "")
+    _answer(report)
+    return report
+
+
+def _answer(report: Report) -> None:
+    """Write the plain-language answer and the index's one-line summary."""
+    question, ranked = report.question, report.ranked
+    window = (f"within the {format_hours(question.window_hours)} h access window" if question.window_hours is not None
+              else "(no access window stated)")
+    workload = question.workload(report.corpus_entries)
+    priced = [row for row in ranked if row.plan]
+    lines = []
+    if priced:
+        best = report.cheapest = priced[0]
+        lines.append(f"Cheapest feasible configuration: {best.label}. Planned {best.plan.total} {best.plan.currency} "
+                     f"for {best.plan.describe()}; projected {span_range(best.hours)} for {workload} {window}.")
+        report.summary_line = f"{best.label}: planned {best.plan.total} {best.plan.currency}, projected up to {span(best.hours[2])}"
+        others = [row for row in ranked if row is not best]
+        if others:
+            runner = report.runner_up = others[0]
+            report.gap_hours = runner.hours[1] - best.hours[1]
+            if runner.plan:
+                report.gap_money = runner.plan.total - best.plan.total
+                if report.gap_money == 0:
+                    statement = separate(best.summary, runner.summary)
+                    if statement["separated"]:
+                        lines.append(f"Runner-up: {runner.label} plans the same spend, but the repetitions separate them: "
+                                     f"median {best.summary.median:.3f} s against {runner.summary.median:.3f} s per corpus, "
+                                     "the ranges do not overlap.")
+                    else:
+                        report.tie = (f"Tie: {best.label} and {runner.label} both plan {best.plan.total} {best.plan.currency} and the "
+                                      f"repetitions do not separate their durations. {statement['text']}")
+                        lines.append(report.tie)
+                        report.summary_line = f"tie at {best.plan.total} {best.plan.currency}: {best.label} and {runner.label}"
+                else:
+                    lines.append(f"Runner-up: {runner.label}, {report.gap_money} {best.plan.currency} more, "
+                                 f"{span(abs(report.gap_hours))} {'slower' if report.gap_hours > 0 else 'faster'} (median projection).")
+            else:
+                lines.append(f"Runner-up: {runner.label}, {runner.plan_reason}.")
+    elif ranked:
+        best = ranked[0]
+        lines.append(f"No feasible configuration runs on hardware the catalog prices. {best.label} meets the quality thresholds "
+                     f"and is projected at {span_range(best.hours)} for {workload} {window}, "
+                     f"but its package spend is {best.plan_reason}.")
+        report.summary_line = f"no priced configuration yet; {best.label} feasible ({best.plan_reason})"
+    else:
+        lines.append(f"No configuration is feasible: {len(report.infeasible)} measured, each fails a condition listed below.")
+        report.summary_line = f"no feasible configuration among {len(report.rows)}" if report.rows else "nothing measured yet"
+    if ranked:
+        fastest = min(ranked, key=lambda row: row.hours[1])
+        if fastest is not (report.cheapest or ranked[0]):
+            report.fastest = fastest
+            cost = f"planned {fastest.plan.total} {fastest.plan.currency}" if fastest.plan else fastest.plan_reason
+            lines.append(f"Fastest feasible: {fastest.label}, projected {span(fastest.hours[1])} (median), {cost}.")
+    if report.to_measure:
+        names = ", ".join(f"{c['card'].name} ({c['total']} {c['currency']} for a {c['days']}-day lot)" if c["total"] is not None
+                          else c["card"].name for c in report.to_measure)
+        lines.append(f"To measure: {names}; a price says nothing about a card's throughput.")
+    if question.missing and not question.declared:
+        lines.append("The campaign file states no [decision] table, so this answer assumes one corpus and no window.")
+    report.answer = " ".join(lines)
+
+
+def decision_report(*, campaign: str, runs: Path | str = "runs", catalog: Path | str | None = None) -> Report:
+    """Load the runs folder and build CAMPAIGN's decision report."""
+    from generator.catalog import load_catalog
+    from generator.records import load
+    from generator.tables import campaign_views
+
+    runs = Path(runs)
+    if not runs.is_dir():
+        raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records (--runs)")
+    views = {view.name: view for view in campaign_views(load(runs))}
+    if campaign not in views:
+        raise UserError(f"campaign {campaign} has no records in {runs}; campaigns there: {', '.join(sorted(views)) or 'none'}")
+    return decide(views[campaign], load_catalog(catalog))
+
+
+def _text(value) -> str | None:
+    return None if value is None else str(value)
+
+
+def report_dict(report: Report) -> dict:
+    """Return every figure of the report as plain data; money and hours as decimal strings."""
+    question = report.question
+
+    def row_dict(row: Row) -> dict:
+        configuration = row.summary.configuration
+        hours = None if row.hours is None else {k: f"{v:.4f}" for k, v in zip(("min", "median", "max"), row.hours, strict=True)}
+        reserved, reserved_reason = row.summary.peak("gpu_peak_reserved_bytes")
+        return {
+            "configuration": row.key, "label": row.label, "variant": row.summary.name, "settings": row.summary.config,
+            "hardware": configuration.hardware if configuration else None,
+            "software": configuration.software if configuration else None,
+            "trials": row.statuses, "accepted_trials": row.summary.accepted, "ids_match": row.summary.ids_match,
+            "verdicts": [{k: v[k] for k in ("metric", "threshold", "median", "passed", "judged")} for v in row.summary.verdicts()],
+            "measured_window_s": [round(s, 6) for s in row.summary.seconds],
+            "median_s": row.summary.median, "min_s": row.summary.minimum, "max_s": row.summary.maximum,
+            "gpu_peak_reserved_bytes": reserved, "gpu_peak_reserved_reason": reserved_reason,
+            "card_capacity_bytes": row.capacity_bytes, "card_capacity_reason": row.capacity_reason,
+            "lots": row.lots, "projected_hours": hours,
+            "projection_reason": None if hours else "no successful trial to project from",
+            "planned": None if row.plan is None else {
+                "gpu": row.plan.card.slug, "days": row.plan.days, "lots": row.plan.lots, "price_per_lot": str(row.plan.price_per_lot),
+                "total": str(row.plan.total), "currency": row.plan.currency, "catalog_version": row.plan.catalog_version,
+                "package_hours": row.plan.package_hours, "spare_hours": format_hours(row.plan.spare_hours)},
+            "planned_reason": row.plan_reason,
+            "observed": {"spend": _text(row.observed_spend), "currency": row.observed_currency,
+                         "rentals": [r["record_id"] for r in row.observed_rentals], "reason": row.observed_reason,
+                         "shared_with_configurations": row.shared_with, "deliverables": row.deliverables,
+                         "cost_per_validated_corpus": _text(row.cost_per_corpus), "cost_reason": row.cost_reason},
+            "feasible": row.feasible, "conditions_failed": row.conditions,
+        }
+
+    return {
+        "campaign": report.campaign, "title": report.title, "catalog_version": report.catalog_version,
+        "question": {"declared": question.declared, "corpora": question.corpora, "entries": question.entries,
+                     "workload": question.workload(report.corpus_entries),
+                     "window_start": question.window_start, "window_end": question.window_end, "time_zone": question.time_zone,
+                     "window_hours": _text(question.window_hours and format_hours(question.window_hours)),
+                     "deadline": question.deadline,
+                     "deadline_hours": _text(question.deadline_hours and format_hours(question.deadline_hours)),
+                     "budget": _text(question.budget), "missing": question.missing},
+        "answer": report.answer, "summary": report.summary_line,
+        "cheapest": report.cheapest.key if report.cheapest else None,
+        "runner_up": report.runner_up.key if report.runner_up else None,
+        "gap_money": _text(report.gap_money), "gap_hours": None if report.gap_hours is None else f"{report.gap_hours:.4f}",
+        "tie": report.tie, "fastest": report.fastest.key if report.fastest else None,
+        "ranked": [row_dict(row) for row in report.ranked],
+        "infeasible": [row_dict(row) for row in report.infeasible],
+        "to_measure": [{"gpu": c["card"].slug, "gpu_name": c["card"].name, "days": c["days"], "price_for_window": _text(c["total"]),
+                        "currency": c["currency"], "reason": c["reason"], "time": None, "quality": None} for c in report.to_measure],
+        "problems": report.problems,
+    }
+
+
+def planned_text(row: Row) -> str:
+    """Return the planned package in a few words, or its reason."""
+    return f"{row.plan.total} {row.plan.currency} ({row.plan.lots}×{row.plan.days} d)" if row.plan else row.plan_reason
+
+
+def hours_text(row: Row) -> str:
+    """Return the projected duration as 'min to max', or why there is none."""
+    return span_range(row.hours)
+
+
+def describe_report(report: Report) -> str:
+    """Write the report as text: the answer, the question, ranked and infeasible configurations, cards to measure."""
+    question = report.question
+    lines = [f"Decision report for {report.campaign} (catalog {report.catalog_version})", "", report.answer, "",
+             f"Question: {question.workload(report.corpus_entries)}; "
+             f"window {format_hours(question.window_hours) + ' h' if question.window_hours is not None else 'not stated'}"
+             + (f" ({question.window_start} to {question.window_end})" if question.window_start else "")
+             + (f"; deadline {format_hours(question.deadline_hours)} h after the start" if question.deadline_hours is not None else "")
+             + (f"; budget {money(question.budget)}" if question.budget is not None else "")]
+    if question.declared and question.missing:
+        lines.append(f"Not stated: {'; '.join(question.missing)}")
+    lines += ["", "Feasible, cheapest planned spend first (projection for the workload; planned and observed money apart):"]
+    for rank, row in enumerate(report.ranked, start=1):
+        observed = f"{row.observed_spend} {row.observed_currency}" if row.observed_spend is not None else row.observed_reason
+        lines.append(f"{rank:>3}. {row.label}")
+        lines.append(f"     median {row.summary.median:.3f} s per corpus; projected {hours_text(row)} on {row.lots} lot(s); "
+                     f"planned {planned_text(row)}; observed {observed}; deliverables {row.deliverables}")
+    if not report.ranked:
+        lines.append("  none")
+    lines += ["", "Infeasible:"]
+    for row in report.infeasible:
+        lines.append(f"  - {row.label}: {'; '.join(row.conditions)}")
+    if not report.infeasible:
+        lines.append("  none")
+    if report.to_measure:
+        lines += ["", "To measure (price only: no time, no quality):"]
+        for card in report.to_measure:
+            price = f"{card['total']} {card['currency']} for a {card['days']}-day lot" if card["total"] is not None else card["reason"]
+            lines.append(f"  - {card['card'].name}: {price}")
+    if report.problems:
+        lines += ["", "Problems:", *(f"  - {problem}" for problem in report.problems)]
+    return "\n".join(lines)

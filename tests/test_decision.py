@@ -1,0 +1,313 @@
+"""The decision report over folders merged from several machines; every expected figure is worked out by hand here."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from decimal import Decimal
+
+import pytest
+
+from generator import records
+from generator.catalog import load_catalog
+from generator.decision import decide, report_dict
+from generator.tables import campaign_views
+from tests import factory
+
+RTX_4090 = factory.machine("NVIDIA GeForce RTX 4090", cuda="12.8", driver="570.86", torch="2.13.0+cu128")
+RTX_6000_ADA = factory.machine("NVIDIA RTX 6000 Ada Generation", cuda="12.8", driver="570.86", torch="2.13.0+cu128")
+CPU = factory.machine(None, cpu="Test CPU", threads=2)
+# Monday 09:00 to Thursday 09:00 in Jakarta: 72 h, exactly the 3-day package.
+QUESTION = {"corpora": 10, "entries": None, "window_start": "2026-09-28T09:00:00+07:00", "window_end": "2026-10-01T09:00:00+07:00",
+            "time_zone": "Asia/Jakarta", "window_hours": "72", "deadline": None, "deadline_hours": None, "budget": "50.00"}
+
+
+def write_machine(folder, run_id, environment, durations, *, question=QUESTION, campaign="merged", failures=()):
+    """Write one machine's run: a manifest and five trials per variant with the given measured windows (seconds)."""
+    manifest = factory.manifest(campaign, run_id, environment=environment, decision=question)
+    records.append(folder, manifest)
+    written = {}
+    sequence = 0
+    for variant, seconds in durations.items():
+        for repetition, value in enumerate(seconds, start=1):
+            sequence += 1
+            trial = factory.trial(manifest, variant, seconds=value, repetition=repetition, sequence=sequence,
+                                  gpu=environment["gpus"] is not None, batch_size=int(variant[1:]))
+            records.append(folder, trial)
+            written.setdefault(variant, []).append(trial)
+    for variant in failures:
+        sequence += 1
+        records.append(folder, factory.trial(manifest, variant, status="oom", repetition=6, sequence=sequence,
+                                             failed_phase="measured_window", entries_completed=40, error="CUDA out of memory",
+                                             gpu=True, batch_size=int(variant[1:])))
+    return manifest, written
+
+
+@pytest.fixture
+def merged(tmp_path):
+    """Three machines' runs/ folders, two teams' deliverables and two rentals, merged by copying as the README says."""
+    target = tmp_path / "runs"
+    machines = {}
+    for name, environment, durations, failures in (
+        ("run-4090", RTX_4090, {"b1": [100, 102, 104, 106, 108], "b8": [30, 31, 32, 33, 34]}, ()),
+        ("run-ada", RTX_6000_ADA, {"b1": [90, 91, 92, 93, 94], "b8": [25, 26, 27, 28, 29]}, ("b8",)),
+        ("run-cpu", CPU, {"b1": [500, 510, 520, 530, 540]}, ()),
+    ):
+        folder = tmp_path / name
+        machines[name] = write_machine(folder, name, environment, durations, failures=failures)
+        shutil.copytree(folder, target, dirs_exist_ok=True)
+    trials = machines["run-4090"][1]["b8"]
+    # Two teams delivered the same corpus from their own copies: one deliverable.
+    team_a, team_b = tmp_path / "team-a", tmp_path / "team-b"
+    records.append(team_a, factory.deliverable("merged", trials[0]))
+    records.append(team_b, factory.deliverable("merged", trials[1]))
+    records.append(team_a, factory.rental("merged", runs=["run-4090"]))
+    records.append(team_b, factory.rental("merged", runs=["run-cpu"]))  # an RTX 4090 package named for a CPU run
+    for team in (team_a, team_b):
+        shutil.copytree(team, target, dirs_exist_ok=True)
+    return target
+
+
+def report_of(runs):
+    loaded = records.load(runs)
+    (view,) = campaign_views(loaded)
+    return decide(view, load_catalog()), loaded, view
+
+
+def test_merged_machines_never_pool_and_the_report_matches_the_hand_worked_figures(merged):
+    report, loaded, view = report_of(merged)
+    data = report_dict(report)
+    rows = {row["label"]: row for row in data["ranked"] + data["infeasible"]}
+    a8 = "b8 · 1× NVIDIA GeForce RTX 4090 · torch 2.13.0+cu128"
+    a1 = "b1 · 1× NVIDIA GeForce RTX 4090 · torch 2.13.0+cu128"
+    ada1, ada8 = (f"{v} · 1× NVIDIA RTX 6000 Ada Generation · torch 2.13.0+cu128" for v in ("b1", "b8"))
+    cpu1 = "b1 · CPU Test CPU, 2 threads · torch 2.13.0"
+    assert sorted(rows) == sorted([a8, a1, ada1, ada8, cpu1])  # two variants × three machines, never pooled
+    assert rows[a8]["measured_window_s"] == [30, 31, 32, 33, 34]
+    assert rows[ada8]["trials"] == {"ok": 5, "oom": 1}
+    # Ten corpora, one lot: 10 × window + 4 one-time phases of 1 ms each.
+    assert rows[a8]["projected_hours"] == {"min": f"{(300 + 0.004) / 3600:.4f}", "median": f"{(320 + 0.004) / 3600:.4f}",
+                                           "max": f"{(340 + 0.004) / 3600:.4f}"}
+    # 72 h window: the 3-day package covers it; a lot is priced once.
+    assert rows[a8]["planned"]["total"] == "47.14" and rows[a8]["planned"]["days"] == 3 and rows[a8]["lots"] == 1
+    assert rows[ada1]["planned"]["total"] == "55.71"
+    assert rows[cpu1]["planned"] is None and rows[cpu1]["planned_reason"] == "not in the catalog: CPU"
+    # Observed: the 4090 rental counts for both 4090 configurations, once each; the CPU-linked rental for nothing.
+    assert rows[a8]["observed"]["spend"] == "47.14" and rows[a1]["observed"]["spend"] == "47.14"
+    assert rows[a8]["observed"]["shared_with_configurations"] == 1
+    assert rows[cpu1]["observed"]["spend"] is None
+    assert rows[cpu1]["observed"]["reason"] == "no rental linked to its runs"
+    assert any("names run run-cpu, whose manifest observed no GPU" in p for p in data["problems"])
+    # Two teams' deliverables of one corpus are one deliverable: 47.14 ÷ 1, not ÷ 2 (regression for #13).
+    assert rows[a8]["observed"]["deliverables"] == 1
+    assert rows[a8]["observed"]["cost_per_validated_corpus"] == "47.14"
+    assert rows[a1]["observed"]["cost_reason"] == "undefined: no accepted deliverable"
+    assert view.cost()["deliverables"] == 1
+    assert any("repeats the corpus" in p for p in loaded.problems)
+    # Feasibility: budget 50.00 excludes the RTX 6000 Ada (55.71) and the unpriced CPU.
+    assert [row["label"] for row in data["ranked"]] == [a8, a1]
+    assert rows[ada1]["conditions_failed"] == ["budget: planned 55.71 exceeds the ceiling 50.00"]
+    assert rows[cpu1]["conditions_failed"] == ["budget: cannot be checked (not in the catalog: CPU)"]
+    # Same planned spend, but every b8 repetition beat every b1 one: separated, not a tie.
+    assert data["cheapest"] == rows[a8]["configuration"] and data["gap_money"] == "0.00" and data["tie"] is None
+    assert "plans the same spend, but the repetitions separate them: median 32.000 s against 104.000 s" in data["answer"]
+    assert data["fastest"] is None  # the cheapest is also the fastest
+    assert data["to_measure"] == [{"gpu": "b200", "gpu_name": "B200", "days": 7, "price_for_window": "2071.00", "currency": "USD",
+                                   "reason": None, "time": None, "quality": None}]
+    assert data["summary"].startswith(f"{a8}: planned 47.14 USD")
+
+
+def test_equal_spend_and_overlapping_durations_is_a_tie(tmp_path):
+    write_machine(tmp_path, "run-a", RTX_4090, {"b1": [30, 34, 31, 33, 32], "b8": [31, 35, 30, 32, 33]})
+    report, _, _ = report_of(tmp_path)
+    assert report.tie is not None and report.tie.startswith("Tie: ")
+    assert report.gap_money == Decimal("0.00")
+    assert "tie at 47.14 USD" in report.summary_line
+
+
+def test_deadline_window_and_lots_divide_independent_corpora(tmp_path):
+    # 1,000 corpora; b1 takes 100-108 s a corpus: 1,000 × 108 s = 30 h on one lot, over the 24 h deadline.
+    question = {**QUESTION, "corpora": 1000, "deadline_hours": "24", "budget": None}
+    write_machine(tmp_path, "run-a", RTX_4090, {"b1": [100, 102, 104, 106, 108]}, question=question)
+    report, _, _ = report_of(tmp_path)
+    (row,) = report.rows
+    # Two lots: 500 corpora each, 500 × 108 s + 4 ms = 15.0 h, within 24 h; priced 2 × 47.14.
+    assert row.lots == 2 and row.plan.total == Decimal("94.28")
+    assert f"{row.hours[2]:.4f}" == f"{(500 * 108 + 0.004) / 3600:.4f}"
+    assert row.feasible
+
+
+def test_entries_are_one_stream_that_lots_do_not_divide(tmp_path):
+    question = {**QUESTION, "corpora": None, "entries": 100_000, "deadline_hours": "24", "budget": None}
+    write_machine(tmp_path, "run-a", RTX_4090, {"b1": [100, 102, 104, 106, 108]}, question=question)
+    report, _, _ = report_of(tmp_path)
+    (row,) = report.rows
+    # 100,000 entries = 1,000 × the 100-entry corpus on one stream: 30 h, past both the deadline (24 h).
+    assert row.lots == 1
+    assert row.conditions == [f"deadline: projected up to {(1000 * 108 + 0.004) / 3600:.2f} h, later than the 24 h until the deadline"]
+    assert report.ranked == [] and report.summary_line == "no feasible configuration among 1"
+
+
+def test_window_no_package_covers_says_what_would(tmp_path):
+    question = {**QUESTION, "window_hours": "96", "budget": None}
+    write_machine(tmp_path, "run-ada", RTX_6000_ADA, {"b8": [25, 26, 27, 28, 29]}, question=question)
+    report, _, _ = report_of(tmp_path)
+    (row,) = report.rows
+    # Only a 3-day RTX 6000 Ada package is listed: 96 h needs two, bought explicitly.
+    assert row.plan is None
+    assert row.plan_reason == ("no listed RTX 6000 Ada package covers 96 h; 2 consecutive 3-day periods × 1 lot would, "
+                               "111.42 USD, bought explicitly (never extended)")
+
+
+def test_same_hardware_other_driver_stays_apart_with_the_difference_named(tmp_path):
+    newer = {**RTX_4090, "driver_version": "575.51"}
+    write_machine(tmp_path / "a", "run-a", RTX_4090, {"b8": [30, 31, 32, 33, 34]})
+    write_machine(tmp_path / "b", "run-b", newer, {"b8": [29, 30, 31, 32, 33]})
+    for part in ("a", "b"):
+        shutil.copytree(tmp_path / part, tmp_path / "runs", dirs_exist_ok=True)
+    _, _, view = report_of(tmp_path / "runs")
+    labels = sorted(summary.label for summary in view.variants)
+    assert labels == ["b8 · 1× NVIDIA GeForce RTX 4090 · torch 2.13.0+cu128 · CUDA 12.8 · driver 570.86",
+                      "b8 · 1× NVIDIA GeForce RTX 4090 · torch 2.13.0+cu128 · CUDA 12.8 · driver 575.51"]
+    assert all(len(summary.seconds) == 5 for summary in view.variants)
+
+
+def test_without_a_decision_table_the_report_says_which_question_is_missing(tmp_path):
+    write_machine(tmp_path, "run-cpu", CPU, {"b1": [5, 5, 5, 5, 5]}, question=None)
+    report, _, _ = report_of(tmp_path)
+    assert not report.question.declared
+    assert "states no [decision] table" in report.answer
+    assert report.ranked[0].plan_reason == "not in the catalog: CPU"
+    assert "No feasible configuration runs on hardware the catalog prices" in report.answer
+
+
+def test_decide_cli_prints_the_table_and_json(merged, cli):
+    code, out, _ = cli("decide", "merged", "--runs", merged)
+    assert code == 0 and "Cheapest feasible configuration: b8 · 1× NVIDIA GeForce RTX 4090" in out
+    code, out, _ = cli("decide", "merged", "--runs", merged, "--json")
+    data = json.loads(out)
+    assert code == 0 and data["ranked"][0]["planned"]["total"] == "47.14"
+    code, _, err = cli("decide", "nope", "--runs", merged)
+    assert code == 1 and "campaign nope has no records" in err
+
+
+DECISION_TABLE = ('\n[decision]\ncorpora = 3\nwindow_start = "2026-09-28T09:00"\nwindow_end = "2026-10-02T09:00"\n'
+                  'time_zone = "Asia/Jakarta"\n')
+
+
+@pytest.mark.slow
+def test_a_real_cpu_run_copied_beside_another_machines_stays_its_own_configuration(tiny_campaign, tmp_path, cli):
+    real = tmp_path / "cpu-machine"
+    campaign = tiny_campaign(repetitions=2, batch_sizes=(1,), extra_variants=DECISION_TABLE)
+    assert cli("run", campaign, "--runs", real, "--quiet")[0] == 0
+    (manifest,) = records.load(real).of_kind("manifest")
+    assert manifest["protocol"]["decision"]["window_hours"] == "96"  # Monday 09:00 to Friday 09:00
+    # Another machine ran the same campaign under the same protocol on an RTX 4090; its folder is copied in.
+    other = tmp_path / "gpu-machine"
+    gpu_manifest = factory.manifest("tiny", "run-gpubox", fingerprint=manifest["protocol_fingerprint"], environment=RTX_4090)
+    gpu_manifest["protocol"], gpu_manifest["corpus"] = manifest["protocol"], manifest["corpus"]
+    records.append(other, gpu_manifest)
+    for repetition in (1, 2):
+        gpu_trial = factory.trial(gpu_manifest, "b1", seconds=0.05, repetition=repetition, sequence=repetition, gpu=True)
+        gpu_trial["variant_config"] = {**manifest["variants"]["b1"], "device": "cuda"}
+        records.append(other, gpu_trial)
+    merged = tmp_path / "runs"
+    for folder in (real, other):
+        shutil.copytree(folder, merged, dirs_exist_ok=True)
+    report, _, view = report_of(merged)
+    hardware = sorted(summary.configuration.hardware for summary in view.variants)
+    assert len(view.variants) == 2 and hardware[0] == "1× NVIDIA GeForce RTX 4090" and hardware[1].startswith("CPU ")
+    cpu_row = next(row for row in report.rows if row.summary.configuration.device == "cpu")
+    assert len(cpu_row.summary.trials) == 2 and cpu_row.plan_reason == "not in the catalog: CPU"
+    assert cpu_row.summary.configuration.cpu_model == manifest["environment"]["cpu"]["model"]
+    gpu_row = next(row for row in report.rows if row.summary.configuration.device == "gpu")
+    # 96 h window: only the 7-day RTX 4090 package covers it.
+    assert gpu_row.plan.days == 7 and gpu_row.plan.total == Decimal("110.00")
+    assert cli("build", "--runs", merged, "--out", tmp_path / "site")[0] == 0
+    import csv
+
+    with open(tmp_path / "site" / "campaigns" / "tiny" / "trials.csv", encoding="utf-8", newline="") as handle:
+        hardware = sorted(row["hardware"].split(",")[0] for row in csv.DictReader(handle))
+    assert hardware[:2] == ["1× NVIDIA GeForce RTX 4090"] * 2 and all(h.startswith("CPU ") for h in hardware[2:])
+    assert len(hardware) == 4
+
+
+def test_rentals_link_to_runs_whose_manifests_show_the_card(merged, cli, tmp_path):
+    code, out, _ = cli("rental", "add", "--campaign", "merged", "--gpu", "rtx-4090", "--lots", "1", "--days", "3",
+                       "--start", "2026-09-28T09:00", "--run", "run-4090", "--runs", merged)
+    assert code == 0 and "paid for run(s) run-4090" in out
+    before = sorted(p.read_bytes() for p in merged.rglob("*.jsonl"))
+    for run, message in (("run-cpu", "observed no GPU (CPU Test CPU): the hardware does not match"),
+                         ("run-ada", "observed NVIDIA RTX 6000 Ada Generation"),
+                         ("run-elsewhere", "--run run-elsewhere is not a run of campaign merged")):
+        code, _, err = cli("rental", "add", "--campaign", "merged", "--gpu", "rtx-4090", "--lots", "1", "--days", "3",
+                           "--start", "2026-09-28T09:00", "--run", run, "--runs", merged)
+        assert code == 1 and message in err and "Traceback" not in err
+    assert sorted(p.read_bytes() for p in merged.rglob("*.jsonl")) == before  # a refused rental writes nothing
+
+
+def test_a_machine_with_more_cards_than_the_rental_covers_is_not_counted(tmp_path):
+    write_machine(tmp_path, "run-two", factory.machine("NVIDIA GeForce RTX 4090", count=2), {"b8": [30, 31, 32, 33, 34]})
+    records.append(tmp_path, factory.rental("merged", runs=["run-two"]))
+    report, _, _ = report_of(tmp_path)
+    (row,) = report.rows
+    assert row.observed_spend is None and row.lots == 2 and row.plan.total == Decimal("94.28")
+    assert any("covers 1 card(s) but run run-two observed 2" in p for p in report.problems)
+
+
+def test_note_new_drafts_a_note_the_site_renders_and_never_overwrites(merged, cli, tmp_path):
+    notes = tmp_path / "notes"
+    assert cli("note", "new", "merged", "--runs", merged, "--notes", notes, "--author", "QA <team>")[0] == 0
+    text = (notes / "merged-decision.md").read_text(encoding="utf-8")
+    assert "decision: b8 · 1× NVIDIA GeForce RTX 4090 · torch 2.13.0+cu128" in text and "selected_variant: b8" in text
+    assert "budget: planned 55.71 exceeds the ceiling 50.00" in text
+    code, _, err = cli("note", "new", "merged", "--runs", merged, "--notes", notes)
+    assert code == 1 and "already exists; it was not overwritten" in err
+    assert cli("build", "--runs", merged, "--out", tmp_path / "site", "--notes", notes)[0] == 0
+    page = (tmp_path / "site" / "notes" / "merged-decision.html").read_text(encoding="utf-8")
+    assert "QA &lt;team&gt;" in page and "../campaigns/merged/decision.html" in page
+
+
+def test_site_pages_csv_and_bundle_never_pool_machines(merged, cli, tmp_path):
+    from bs4 import BeautifulSoup
+
+    assert cli("build", "--runs", merged, "--out", tmp_path / "site")[0] == 0
+    base = tmp_path / "site" / "campaigns" / "merged"
+    page = BeautifulSoup((base / "index.html").read_text(encoding="utf-8"), "html.parser")
+    rows = [row.th.get_text() for row in page.select("table.variants tbody tr")]
+    assert len(rows) == 5 and sum(label.startswith("b1 · ") for label in rows) == 3
+    assert page.select_one("#decision-link a")["href"] == "decision.html"
+    separation = page.select_one("#separation").get_text()
+    assert "b1 · 1× NVIDIA GeForce RTX 4090" in separation and "b1 · CPU Test CPU" in separation
+    decision = BeautifulSoup((base / "decision.html").read_text(encoding="utf-8"), "html.parser")
+    assert [tr["id"] for tr in decision.select("#feasible tbody tr")] == [f"config-{k}" for k in (
+        report_dict(report_of(merged)[0])["ranked"][0]["configuration"], report_dict(report_of(merged)[0])["ranked"][1]["configuration"])]
+    assert decision.select_one("tr.cheapest .badge").get_text() == "cheapest"
+    assert [c.get_text() for c in decision.select("#to-measure tbody th")] == ["B200"]
+    assert decision.select_one("#decision-charts table") is not None  # every chart has its data beside it
+    index = BeautifulSoup((tmp_path / "site" / "index.html").read_text(encoding="utf-8"), "html.parser")
+    assert "b8 · 1× NVIDIA GeForce RTX 4090 · torch 2.13.0+cu128: planned 47.14 USD" in index.get_text()
+    table = (base / "trials.csv").read_text(encoding="utf-8")
+    assert "configuration,variant,hardware,software" in table.splitlines()[0]
+    import zipfile
+
+    with zipfile.ZipFile(base / "evidence-merged.zip") as bundle:
+        names = bundle.namelist()
+        decision_json = json.loads(bundle.read(next(n for n in names if n.endswith("data/decision.json"))))
+    assert decision_json["ranked"][0]["planned"]["total"] == "47.14"
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ('corpora = 2\nentries = 5\n', "either as corpora or as entries"),
+    ('window_start = "2026-09-28T09:00"\n', "give both window_start and window_end"),
+    ('window_start = "2026-09-28T09:00"\nwindow_end = "2026-09-27T09:00"\n', "must be after window_start"),
+    ('time_zone = "Mars/Olympus"\n', "is not an IANA time zone"),
+    ('deadline = "2026-09-29T09:00"\n', "a deadline date needs window_start"),
+    ('budget = "12.345"\n', "is not an amount"),
+    ('window_hours = 0\n', "must be more than 0"),
+    ('corpus = 2\n', "unknown key(s) corpus"),
+])
+def test_bad_decision_tables_name_the_key(tiny_campaign, tmp_path, cli, table, message):
+    campaign = tiny_campaign(extra_variants="\n[decision]\n" + table)
+    code, _, err = cli("run", campaign, "--dry-run", "--runs", tmp_path / "runs")
+    assert code == 1 and "[decision]" in err and message in err
