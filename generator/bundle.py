@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import stat
 import tempfile
 import zipfile
@@ -27,6 +28,12 @@ def _catalog_csv(catalog) -> str:
     return "\n".join(lines) + "\n"
 
 
+def bag_name(name: str) -> str:
+    """Return NAME with control and line-break characters replaced: the bagit library splits manifests at U+2028 too."""
+    # The receipt keeps its real name in the runs folder and in its rental record; only the copy in the bag is renamed.
+    return "".join("_" if ord(char) < 32 or len(f"a{char}b".splitlines()) > 1 else char for char in name)
+
+
 def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path: Path | None, *,
             loaded_notes: list | None = None, price_catalog=None, trials_csv: str | None = None, report=None) -> dict[str, bytes]:
     """Collect the files of a campaign's evidence, keyed by their path inside data/.
@@ -43,7 +50,7 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
         files[f"manifests/{manifest['record_id']}.json"] = _json(manifest)
         corpus_copy = runs / manifest["corpus"]["path"]
         if corpus_copy.is_file():
-            files[f"inputs/{corpus_copy.name}"] = corpus_copy.read_bytes()
+            files[f"inputs/{bag_name(corpus_copy.name)}"] = corpus_copy.read_bytes()
     if view.manifests:
         latest = view.manifests[-1]
         files["protocol.json"] = _json({"protocol_fingerprints": view.fingerprints, "protocol": latest["protocol"]})
@@ -70,10 +77,10 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
         if rental.get("receipt"):
             source = runs / rental["receipt"]["path"]
             if source.is_file():
-                files[f"receipts/{rental['receipt']['sha256'][:16]}/{source.name}"] = source.read_bytes()
+                files[f"receipts/{rental['receipt']['sha256'][:16]}/{bag_name(source.name)}"] = source.read_bytes()
     for note in loaded_notes if loaded_notes is not None else load_notes(notes_dir):
         if note.meta.get("campaign") == view.name:
-            files[f"notes/{note.source}"] = (Path(notes_dir) / note.source).read_bytes()
+            files[f"notes/{bag_name(note.source)}"] = (Path(notes_dir) / note.source).read_bytes()
     files["index.html"] = _index_html(view, files).encode("utf-8")
     return files
 
@@ -210,7 +217,9 @@ def _check_manifests(bag_dir: Path) -> list[str]:
             problems.append(f"{manifest_name}: missing; this is not an iteralab evidence bag")
             continue
         listed = {}
-        for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), start=1):
+        # BagIt (RFC 8493) ends lines with LF, CR or CRLF, and nothing else: a file name may hold U+2028 or U+0085.
+        text = manifest.read_bytes().decode("utf-8")
+        for number, line in enumerate(re.split(r"\r\n|\r|\n", text.removesuffix("\n").removesuffix("\r")), start=1):
             digest, _, name = line.partition("  ")
             if not name:
                 problems.append(f"{manifest_name}:{number}: not 'sha256  path'")

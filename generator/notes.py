@@ -23,7 +23,9 @@ class Note:
 
 
 def _front_matter(text: str, source: str) -> tuple[dict, str]:
-    lines = text.splitlines()
+    from generator.corpus import json_lines
+
+    lines = json_lines(text)  # lines end at \n (or \r\n); a U+2028 inside a note's text is not a line break
     if not lines or lines[0].strip() != "---":
         raise UserError(f"{source}:1: a decision note starts with a '---' line, then {', '.join(REQUIRED)} as 'key: value' lines, then '---'")
     meta = {}
