@@ -85,6 +85,6 @@ def rental(campaign="camp", total="47.14", lots=1, runs=None, gpu="rtx-4090", pr
                                total=total, currency="USD", cards_per_lot=1, gpus=lots, receipt=None, **extra)
 
 
-def deliverable(campaign, trial_record):
+def deliverable(campaign, trial_record, corpus="c"):
     return records.make_record("deliverable", campaign=campaign, run_id=records.new_id("run-deliver"), trial_id=trial_record["record_id"],
-                               name="final corpus", corpus_fingerprint="sha256:" + "c" * 64, predictions_sha256=SHA)
+                               name="final corpus", corpus_fingerprint="sha256:" + corpus * 64, predictions_sha256=SHA)

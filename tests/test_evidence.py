@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import stat
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -106,15 +107,23 @@ def test_verify_names_missing_and_unexpected_files(measured, tmp_path, cli):
     assert code == 1 and "data/extra.txt: unexpected" in out
 
 
-@pytest.mark.parametrize("entry", ["/etc/evil", "bag/../../evil", "..\\evil", "C:/evil"])
-def test_zip_slip_entries_are_refused_and_nothing_is_extracted(tmp_path, cli, entry):
+@pytest.mark.parametrize(("entry", "why"), [("/etc/evil", "absolute path"), ("bag/../../evil", "path with '..'"),
+                                           ("..\\evil", "absolute path"), ("C:/evil", "absolute path")])
+def test_zip_slip_entries_are_refused_and_nothing_is_extracted(tmp_path, cli, monkeypatch, entry, why):
+    """Regression for #13: watch the folder verify really extracts into (the system temp folder, redirected here)."""
+    import tempfile
+
+    extract_root = tmp_path / "a" / "b" / "tmp"  # deep enough that bag/../../evil would land inside tmp_path
+    extract_root.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(extract_root))
     bundle = tmp_path / "evil.zip"
     with zipfile.ZipFile(bundle, "w") as archive:
         archive.writestr("bag/bagit.txt", b"BagIt-Version: 1.0\n")
         archive.writestr(zipfile.ZipInfo(entry), b"owned")
     code, out, _ = cli("verify", bundle)
-    assert code == 1 and "refused" in out
-    assert not (tmp_path.parent / "evil").exists() and not (tmp_path / "evil").exists()
+    assert code == 1 and out.strip().startswith(f"{entry}: refused ({why}); nothing was extracted")
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p != bundle]
+    assert written == [] and not Path("/etc/evil").exists()
 
 
 def test_symbolic_links_in_a_bundle_are_refused(tmp_path, cli):

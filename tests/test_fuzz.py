@@ -59,19 +59,26 @@ def test_corpus_rows_with_wrong_types_are_refused_or_read(rows):
             assert len({entry.id for entry in corpus.entries}) == len(corpus.entries)
 
 
-@pytest.mark.parametrize(("data", "outcome"), [
+@pytest.mark.parametrize(("data", "ids"), [
     (b"\xef\xbb\xbf" + b'{"id": "a", "text": "bom"}\n', "a"),
     (b'{"id": "a", "text": "crlf"}\r\n{"id": "b", "text": "x"}\r\n', "a,b"),
-    (b"", "has no entries"),
     (b'{"id": "a", "text": "' + b"w " * 5_000_000 + b'"}\n', "a"),
 ])
-def test_corpus_edge_cases(tmp_path, data, outcome):
+def test_corpus_edge_cases_are_read(tmp_path, data, ids):
+    """Regression for #13: these must load; a refusal (e.g. of the BOM) fails the test, whatever its message."""
     path = tmp_path / "c.jsonl"
     path.write_bytes(data)
-    try:
-        assert ",".join(load_corpus(path).ids) == outcome
-    except UserError as error:
-        assert outcome in str(error)
+    corpus = load_corpus(path)
+    assert ",".join(corpus.ids) == ids
+    assert len(corpus.entries[0].text) == len(json.loads(data.removeprefix(b"\xef\xbb\xbf").split(b"\n")[0])["text"])
+
+
+def test_an_empty_corpus_is_refused_with_its_path(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b"")
+    with pytest.raises(UserError) as error:
+        load_corpus(path)
+    assert str(error.value) == f"{path}: the corpus has no entries"
 
 
 REPLACEMENTS = st.sampled_from(["0", "-1", '"x"', "true", "[]", "{}", "1e309", '""', "3.5", '"rest"', '"fp8"', "nan"])

@@ -136,15 +136,10 @@ def test_a_model_folder_without_config_fails_clearly_offline(tiny_campaign, tmp_
     assert code == 1 and "nothing is downloaded" in err
 
 
-@pytest.mark.slow
-def test_out_of_memory_at_the_kth_batch_is_recorded_and_the_next_trial_runs(tiny_campaign, tmp_path, monkeypatch):
-    """Injected into the model's forward (a dependency), not into the runner under test."""
-    import torch
+def failing_on_third_trial(real_load, calls, make_error):
+    """Wrap load_model so the third trial's model raises MAKE_ERROR() at its third measured batch."""
 
-    real_load = trial.load_model
-    calls = {"trial": 0}
-
-    def load_failing_on_third_trial(model_dir, variant):
+    def load(model_dir, variant):
         tokenizer, model = real_load(model_dir, variant)
         calls["trial"] += 1
         if calls["trial"] == 3:
@@ -153,13 +148,39 @@ def test_out_of_memory_at_the_kth_batch_is_recorded_and_the_next_trial_runs(tiny
             def forward(*args, **kwargs):
                 batches["n"] += 1
                 if batches["n"] == 1 + 3:  # one warm-up batch, then the 3rd measured batch
-                    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")
+                    raise make_error()
                 return real_forward(*args, **kwargs)
 
             model.forward = forward
         return tokenizer, model
 
-    monkeypatch.setattr(runner, "load_model", load_failing_on_third_trial)
+    return load
+
+
+@pytest.mark.slow
+def test_an_ordinary_exception_is_an_error_row_and_the_campaign_goes_on(tiny_campaign, tmp_path, monkeypatch):
+    """Regression for #13: the status "error" path had no test."""
+    monkeypatch.setattr(runner, "load_model", failing_on_third_trial(trial.load_model, {"trial": 0},
+                                                                     lambda: ValueError("bad tensor shape (injected)")))
+    result = runner.run_campaign(campaign_file=tiny_campaign(repetitions=2), runs_dir=tmp_path / "runs", quiet=True)
+    failed = result.trials[2]
+    assert (failed["variant"], failed["status"], failed["failed_phase"]) == ("b8", "error", "measured_window")
+    assert failed["entries_completed"] == 16 and failed["entries_expected"] == 24
+    assert "ValueError" in failed["error"] and "bad tensor shape (injected)" in failed["error"]
+    assert failed["predictions"] is None and not failed["corpus_accepted"] and failed["throughput_entries_per_s"] is None
+    assert [t["status"] for t in result.trials] == ["ok", "ok", "error", "ok", "ok", "ok"]
+
+
+@pytest.mark.slow
+def test_out_of_memory_at_the_kth_batch_is_recorded_and_the_next_trial_runs(tiny_campaign, tmp_path, monkeypatch):
+    """Injected into the model's forward (a dependency), not into the runner under test."""
+    import torch
+
+    real_load = trial.load_model
+    calls = {"trial": 0}
+
+    monkeypatch.setattr(runner, "load_model", failing_on_third_trial(
+        real_load, calls, lambda: torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")))
     result = runner.run_campaign(campaign_file=tiny_campaign(repetitions=2), runs_dir=tmp_path / "runs", quiet=True)
     statuses = [(t["variant"], t["status"]) for t in result.trials]
     assert statuses[2] == ("b8", "oom") and len(statuses) == 6
@@ -207,6 +228,13 @@ def test_sigterm_is_recorded_as_interrupted_and_nothing_is_lost(tiny_model, tmp_
     assert interrupted["status"] == "interrupted" and "SIGTERM" in interrupted["error"], [t["status"] for t in outcomes]
     assert interrupted["failed_phase"] in ("environment_check", "model_load", "warmup", "measured_window", "evaluation",
                                            "writing_results")
+    # Regression for #13: entries completed are what the measured window finished, batch 1: a count below the corpus.
+    if interrupted["failed_phase"] == "measured_window":
+        assert 0 <= interrupted["entries_completed"] < interrupted["entries_expected"] == 300
+    elif interrupted["failed_phase"] in ("environment_check", "model_load", "warmup"):
+        assert interrupted["entries_completed"] == 0
+    else:
+        assert interrupted["entries_completed"] == 300
 
 
 def test_cuda_variant_without_gpu_is_refused_before_any_record(tiny_campaign, tmp_path, cli):
@@ -237,23 +265,36 @@ def test_runner_killed_at_random_points_keeps_every_written_record(tiny_campaign
     runs = tmp_path / "runs"
     campaign = tiny_campaign(repetitions=100, batch_sizes=(1, 4))
     generator = random.Random(3)
-    snapshot = b""
+    snapshot: dict = {}  # every records file as it was after the previous kill
+
+    def contents():
+        return {path: path.read_bytes() for path in sorted(runs.glob("tiny/records/*.jsonl"))}
+
     for _ in range(3):
         process = subprocess.Popen([sys.executable, "-m", "generator", "run", str(campaign), "--runs", str(runs), "--quiet"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and sum(p.read_bytes().count(b"\n") for p in runs.glob("tiny/records/*.jsonl")) < len(snapshot.splitlines()) + 3:
+        while time.monotonic() < deadline and sum(data.count(b"\n") for data in contents().values()) < \
+                sum(data.count(b"\n") for data in snapshot.values()) + 3:
             time.sleep(0.05)
         time.sleep(generator.uniform(0.0, 0.4))  # somewhere inside a trial or a record write
+        flushed = contents()  # what the runner had written just before the kill: it may only grow after this
         process.kill()
         process.wait()
-        files = sorted(runs.glob("tiny/records/*.jsonl"))
-        data = b"".join(path.read_bytes() for path in files[:-1])
-        assert data.startswith(snapshot[: len(data)]) or snapshot.startswith(data)
-        snapshot = b"".join(path.read_bytes() for path in files)
+        after = contents()
+        # Regression for #13: every earlier file byte for byte, the killed run's file from its first byte on.
+        for path, data in snapshot.items():
+            assert after[path] == data, f"{path.name} changed after its run ended"
+        for path, data in flushed.items():
+            assert after[path].startswith(data), f"{path.name} lost bytes it held before the kill"
+        current = [path for path in after if path not in snapshot]
+        assert len(current) == 1, "each run writes its own file"
         loaded = records.load(runs)
         assert all("incomplete last line" in problem for problem in loaded.problems), loaded.problems
+        complete = sum(data.count(b"\n") for data in after.values())
+        assert len(loaded.records) == complete  # every complete line read back as a record
         assert loaded.of_kind("manifest") and len(loaded.of_kind("trial")) >= 1
+        snapshot = after
     code, out, _ = cli("check", runs)
     assert "Traceback" not in out and code in (0, 1)
 

@@ -79,16 +79,20 @@ def test_cost_block_shows_spend_and_undefined_cost_without_deliverables(site):
     assert page.find(id="cost-per-corpus").get_text(strip=True) == "undefined: no accepted deliverable"
 
 
-def test_cost_per_validated_corpus_with_deliverables(runs, tmp_path):
+def test_cost_per_validated_corpus_divides_by_distinct_corpora(runs, tmp_path):
+    """Three distinct corpora delivered, one of them twice by two teams: 267.14 ÷ 3, not ÷ 1 and not ÷ 4."""
     loaded = records.load(runs)
-    accepted = next(t for t in loaded.of_kind("trial") if t["corpus_accepted"])
+    accepted = [t for t in loaded.of_kind("trial") if t["corpus_accepted"]]
     records.append(runs, factory.rental(total="220.00", lots=2))
-    records.append(runs, factory.deliverable("camp", accepted))
+    for trial, corpus in zip(accepted, "cdee", strict=False):
+        records.append(runs, factory.deliverable("camp", trial, corpus=corpus))
     out = tmp_path / "site2"
     build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")
     page = soup(out / "campaigns" / "camp" / "index.html")
     assert page.find(id="spend").get_text(strip=True) == "267.14 USD"
-    assert page.find(id="cost-per-corpus").get_text(strip=True) == "267.14 USD"
+    assert page.find(id="deliverables").get_text(strip=True) == "3"
+    assert page.find(id="cost-per-corpus").get_text(strip=True) == "89.05 USD"  # 89.0466… rounded half up
+    assert "repeats the corpus" in page.find(id="problems").get_text()
 
 
 def test_record_strings_are_escaped(site):
@@ -122,9 +126,46 @@ def test_host_memory_of_a_variant_without_success_gives_its_own_reason(site):
 
 
 def test_no_tail_percentile_is_computed_from_five_runs(site):
-    for path in site.rglob("*.html"):
-        text = soup(path).get_text().lower()
-        assert "p95" not in text and "p99" not in text and "95th" not in text
+    """Regression for #13: no percentile of any kind, in any wording, on any page or CSV."""
+    import re
+
+    pattern = re.compile(r"\bp\d{1,2}(\.\d+)?\b|percentile|quantile|\b\d{1,2}(st|nd|rd|th)\b|\bq[1-3]\b|interquartile|\biqr\b")
+    for path in [*site.rglob("*.html"), *site.rglob("*.csv")]:
+        text = soup(path).get_text(" ").lower() if path.suffix == ".html" else path.read_text(encoding="utf-8").lower()
+        text = " ".join(text.split()).replace("no tail percentile is computed from", "")  # the caption that says so
+        assert not pattern.search(text), (path, pattern.search(text))
+
+
+def test_every_cell_of_a_configuration_without_success_is_empty_with_its_reason(site):
+    """Regression for #13: median, min, max and throughput were made to return 0.0 and no test noticed."""
+    import re
+
+    cells = variant_row(soup(site / "campaigns" / "broken" / "index.html"), "only").find_all("td")
+    # series, settings, durations, median, min, max, ok, failed, throughput, verdict, ids_match, accepted, 3 memory peaks
+    for index in (2, 3, 4, 5, 8, 9, 10, 12, 13, 14):
+        missing = cells[index].find(class_="missing")
+        assert missing is not None and missing["data-missing"], index
+        assert not re.search(r"\d", cells[index].get_text()), (index, cells[index].get_text())
+    assert [cells[index].get_text(strip=True) for index in (6, 7, 11)] == ["0", "1", "0/0"]  # counts, not measurements
+
+
+def test_separation_says_separated_overlapping_or_spread_as_large_as_the_gap():
+    """Regression for #13: the separation rule had no fixture of its own."""
+    from generator.tables import VariantSummary, separate
+
+    def summary(name, seconds):
+        return VariantSummary(name, "batch", {}, [], durations=[(f"t{i}", value) for i, value in enumerate(seconds)])
+
+    fast, slow = summary("fast", [1.0, 1.1, 1.2]), summary("slow", [2.0, 2.1, 2.2])
+    statement = separate(slow, fast)
+    assert statement["separated"] is True and statement["text"].startswith("fast was faster than slow in every repetition")
+    overlapping = separate(summary("a", [1.0, 1.5, 2.0]), summary("b", [1.8, 2.5, 3.0]))
+    assert overlapping["separated"] is False and overlapping["text"].endswith("and their ranges overlap.")
+    # No overlap, but the spread (1.0 s) is as large as the gap between medians (1.0 s): not separated.
+    wide = separate(summary("c", [1.0, 1.5, 2.0]), summary("d", [2.1, 2.5, 2.6]))
+    assert wide["separated"] is False and "spread of the repetitions (1.000 s) is comparable" in wide["text"]
+    assert not wide["text"].endswith("overlap.")
+    assert separate(summary("e", [1.0]), summary("f", [2.0, 2.1]))["separated"] is None
 
 
 def test_campaign_with_only_failures_still_renders_with_its_failure(site):
