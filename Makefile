@@ -15,7 +15,7 @@ SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 AXE_PIN ?= axe-core@4.14.1
 AXE = tests/.axe/node_modules/axe-core/axe.min.js
 
-.PHONY: demo test setup chromium
+.PHONY: demo test setup chromium mutation
 
 setup: $(VENV)/.installed
 
@@ -39,3 +39,10 @@ demo: setup
 test: setup chromium $(AXE)
 	$(BIN)/ruff check generator tests
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+
+# Mutation testing of the rule modules (not part of make test): mutmut mutates them, runs the fast tests that
+# cover each mutant, and lists the survivors (mutmut results; mutmut show NAME). Settings: [tool.mutmut] in pyproject.toml.
+mutation: setup
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check mutmut==3.8.1
+	rm -rf mutants
+	HF_HUB_OFFLINE=1 $(BIN)/mutmut run

