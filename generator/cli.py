@@ -225,6 +225,10 @@ def cmd_demo(args) -> int:
         return 130
     for sheet in result["sheets"]:
         print(f"Example qualification sheet: {sheet} (iteralab qualify {sheet.parent} --runs {args.runs})")
+    decision = result["index"].resolve().parent / "campaigns" / CAMPAIGN / "decision.html"
+    print(f"Open the decision page: {decision}")
+    print(f"Try next: iteralab decide {CAMPAIGN} (the same answer as text), iteralab note new {CAMPAIGN} (draft the "
+          "decision note), iteralab check runs/; the README's 'After the demo' lists the rest.")
     print(f"Site: {result['index'].resolve()}")
     return 0
 
@@ -445,6 +449,7 @@ def cmd_qualify(args) -> int:
             origin = "override: " + criterion.override_reason if criterion.override_reason else ("derived" if criterion.derived else "entered")
             lines.append(f"     {criterion.name:<24} {criterion.status:<11} {criterion.note} [{origin}; {criterion.document or 'no document'}]")
     emit(args, {"sheets": [{"candidate": s.candidate, "outcome": s.outcome, "source": s.source, "gpu": s.gpu, "lots": s.lots,
+                            "configuration": s.configuration,
                             "days": s.days, "total": None if s.total is None else str(s.total), "open_conditions": s.open_conditions,
                             "criteria": [vars(c) for c in s.criteria]} for s in sheets]},
          "\n".join(lines) or f"no *.toml sheet in {args.sheets}")

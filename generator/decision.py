@@ -456,8 +456,8 @@ def _answer(report: Report) -> None:
         lines.append(f"No configuration is feasible: {len(report.infeasible)} measured, each fails a condition listed below.")
         report.summary_line = f"no feasible configuration among {len(report.rows)}" if report.rows else "nothing measured yet"
     if ranked:
-        fastest = min(ranked, key=lambda row: row.hours[1])
-        if fastest is not (report.cheapest or ranked[0]):
+        fastest = min(ranked, key=lambda row: row.hours[1] if row.hours else math.inf)
+        if fastest is not (report.cheapest or ranked[0]) and fastest.hours:
             report.fastest = fastest
             cost = f"planned {fastest.plan.total} {fastest.plan.currency}" if fastest.plan else fastest.plan_reason
             lines.append(f"Fastest feasible: {fastest.label}, projected {span(fastest.hours[1])} (median), {cost}.")

@@ -311,3 +311,18 @@ def test_bad_decision_tables_name_the_key(tiny_campaign, tmp_path, cli, table, m
     campaign = tiny_campaign(extra_variants="\n[decision]\n" + table)
     code, _, err = cli("run", campaign, "--dry-run", "--runs", tmp_path / "runs")
     assert code == 1 and "[decision]" in err and message in err
+
+
+def test_the_fastest_option_is_shown_when_it_is_not_the_cheapest(tmp_path):
+    question = {**QUESTION, "budget": None}
+    write_machine(tmp_path / "a", "run-4090", RTX_4090, {"b1": [100, 102, 104, 106, 108]}, question=question)
+    write_machine(tmp_path / "b", "run-ada", RTX_6000_ADA, {"b8": [25, 26, 27, 28, 29]}, question=question)
+    for part in ("a", "b"):
+        shutil.copytree(tmp_path / part, tmp_path / "runs", dirs_exist_ok=True)
+    report, _, _ = report_of(tmp_path / "runs")
+    assert report.cheapest.summary.configuration.gpu_name == "NVIDIA GeForce RTX 4090"
+    assert report.fastest.summary.configuration.gpu_name == "NVIDIA RTX 6000 Ada Generation"
+    # 55.71 - 47.14 = 8.57 more; median projections 10 × 104 s and 10 × 27 s: 770 s = 12.8 min apart.
+    assert report.gap_money == Decimal("8.57") and f"{report.gap_hours * 60:.1f}" == "-12.8"
+    assert "Runner-up: b8 · 1× NVIDIA RTX 6000 Ada Generation · torch 2.13.0+cu128, 8.57 USD more, 12.8 min faster" in report.answer
+    assert "Fastest feasible: b8 · 1× NVIDIA RTX 6000 Ada Generation" in report.answer

@@ -182,3 +182,33 @@ def test_rental_list(tmp_path, cli):
     records.append(tmp_path, factory.rental())
     code, out, _ = cli("rental", "list", "--campaign", "camp", "--runs", tmp_path, "--json")
     assert code == 0 and json.loads(out)["rentals"][0]["total"] == "47.14"
+
+
+def test_two_teams_delivering_one_corpus_count_one_deliverable_after_a_merge(tmp_path, cli):
+    """Regression for #13: two copies of a campaign each delivered the same corpus; merged, the site showed
+    "Accepted deliverables 2" and 55.00 USD per validated corpus, and check reported nothing."""
+    import shutil
+
+    from bs4 import BeautifulSoup
+
+    origin = tmp_path / "origin"
+    manifest = factory.manifest("camp", "run-1")
+    records.append(origin, manifest)
+    trials = [factory.trial(manifest, "b1", repetition=r, sequence=r) for r in (1, 2)]
+    for trial in trials:
+        records.append(origin, trial)
+    records.append(origin, factory.rental("camp", total="110.00", price="110.00", days=7, runs=["run-1"]))
+    teams = {}
+    for team, trial in zip(("a", "b"), trials, strict=True):
+        teams[team] = tmp_path / f"team-{team}"
+        shutil.copytree(origin, teams[team])
+        records.append(teams[team], factory.deliverable("camp", trial))  # each team delivers the corpus once
+    merged = tmp_path / "merged"
+    for folder in teams.values():
+        shutil.copytree(folder, merged, dirs_exist_ok=True)
+    code, out, _ = cli("check", merged)
+    assert code == 1 and "repeats the corpus" in out and "counted once" in out
+    assert cli("build", "--runs", merged, "--out", tmp_path / "site")[0] == 0
+    page = BeautifulSoup((tmp_path / "site" / "campaigns" / "camp" / "index.html").read_text(encoding="utf-8"), "html.parser")
+    assert page.find(id="deliverables").get_text(strip=True) == "1"
+    assert page.find(id="cost-per-corpus").get_text(strip=True) == "110.00 USD"
