@@ -1,6 +1,7 @@
 """Rental windows in real elapsed hours against the 72, 168 and 720 hour packages."""
 
 import json
+from decimal import Decimal
 
 import pytest
 
@@ -51,3 +52,42 @@ def test_end_before_start_and_unknown_zone_are_refused(cli):
     assert schedule(cli, "--start", "2026-10-02 09:00", "--end", "2026-09-28 09:00")[0] == 1
     code, _, err = schedule(cli, "--start", "2026-10-02 09:00", "--end", "2026-10-03 09:00", "--tz", "Mars/Olympus")
     assert code == 1 and "not a known time zone" in err
+
+
+def test_package_hours_boundaries_zone_and_messages_exactly():
+    """Survivors of make mutation in schedule.plan_window, each pinned (#13)."""
+    from generator.catalog import load_catalog
+    from generator.errors import UserError
+    from generator.schedule import plan_window
+
+    exact = plan_window(start="2026-09-28 09:00", end="2026-10-01 09:00")  # 72 h: the 3-day package covers it exactly
+    assert [(f.days, f.hours, f.covers, f.periods_needed) for f in exact.fits] == [(3, 72, True, 1), (7, 168, True, 1),
+                                                                                   (30, 720, True, 1)]
+    assert exact.zone == "UTC" and plan_window(start="2026-10-23 09:00", end="2026-10-27 09:00", tz="Europe/Berlin").zone == \
+        "Europe/Berlin"
+    one_second = plan_window(start="2026-09-28T09:00:00", end="2026-09-28T09:00:01")
+    assert one_second.hours > 0  # one second is a window; only zero or less is refused
+    mixed = plan_window(start="2026-09-28T09:00+07:00", end="2026-09-28T09:00+00:00")  # offsets differ: 7 real hours
+    assert mixed.hours == 7
+    priced = plan_window(start="2026-09-28 09:00", end="2026-10-01 09:00", catalog=load_catalog(), gpu="rtx-4090")
+    assert priced.fits[0].price_per_period == Decimal("47.14")  # one lot unless told otherwise
+    unpriced = plan_window(start="2026-09-28 09:00", end="2026-10-01 09:00", catalog=load_catalog())
+    assert all(f.price_per_period is None and f.price_note is None for f in unpriced.fits)  # no GPU named, nothing priced
+    for start, end, message in (("2026-09-28 09:00", "2026-09-28 09:00", "--end 2026-09-28 09:00 is not after --start 2026-09-28 09:00"),
+                                ("soon", "2026-09-28 09:00", "--start 'soon' is not a date-time"),
+                                ("2026-09-28 09:00", "later", "--end 'later' is not a date-time")):
+        with pytest.raises(UserError) as error:
+            plan_window(start=start, end=end)
+        assert str(error.value).startswith(message)
+
+
+def test_naive_times_are_utc_and_elapsed_hours_are_exact():
+    """Survivors of make mutation in parse_time and elapsed_hours (#13)."""
+    import datetime as dt
+
+    from generator.schedule import elapsed_hours, parse_time
+
+    assert parse_time("2026-09-28 09:00", None, "start").tzinfo is dt.UTC
+    begin = parse_time("2026-09-28T09:00+07:00", None, "start")
+    assert elapsed_hours(begin, begin + dt.timedelta(hours=96, seconds=1800)) == Decimal("96.5")
+    assert elapsed_hours(begin, begin + dt.timedelta(seconds=3600)) == 1
