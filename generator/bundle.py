@@ -68,7 +68,8 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
     files["trials.csv"] = (trial_table_csv(view) if trials_csv is None else trials_csv).encode("utf-8")
     price_catalog = price_catalog or load_catalog(catalog_path)
     files["catalog.csv"] = _catalog_csv(price_catalog).encode("utf-8")
-    from generator.decision import decide, describe_report, report_dict
+    from generator.decision import decide
+    from generator.report import describe_report, report_dict
 
     report = report or decide(view, price_catalog)
     files["decision.json"] = _json(report_dict(report))

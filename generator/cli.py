@@ -327,7 +327,8 @@ def cmd_rental(args) -> int:
 )
 def cmd_decide(args) -> int:
     """Answer which configuration gets the campaign's result for the lowest planned spend, and why."""
-    from generator.decision import decision_report, describe_report, report_dict
+    from generator.decision import decision_report
+    from generator.report import describe_report, report_dict
 
     report = decision_report(campaign=args.campaign, runs=args.runs, catalog=args.catalog)
     emit(args, report_dict(report), describe_report(report))

@@ -246,7 +246,7 @@ def _plan(row: Row, question: Question, corpus_entries: int | None, catalog: Cat
     divisible = question.entries is None and (question.corpora or 1) > 1
     candidates = range(minimum, max(minimum, min(question.corpora or 1, MAX_LOTS)) + 1) if divisible else [minimum]
     limit = question.limit_hours
-    lots = next((n for n in candidates if (p := _projected(row, question, corpus_entries, n)) and limit is not None
+    lots = next((n for n in candidates if limit is not None and (p := _projected(row, question, corpus_entries, n))
                  and _hours(p[2]) <= limit), minimum)
     row.lots, row.hours = lots, _projected(row, question, corpus_entries, lots)
     if row.hours is None:
@@ -354,9 +354,8 @@ def _conditions(row: Row, question: Question) -> list[str]:
 
 def _to_measure(rows: list[Row], question: Question, catalog: Catalog) -> list[dict]:
     """List catalog cards no configuration ran on, priced for the window: no time, no quality."""
-    measured = {row.plan.card.slug if row.plan else None for row in rows}
-    measured |= {catalog_card(catalog, row.summary.configuration).slug for row in rows
-                 if row.summary.configuration and catalog_card(catalog, row.summary.configuration)}
+    measured = {card.slug for row in rows if row.summary.configuration
+                and (card := catalog_card(catalog, row.summary.configuration)) is not None}
     cards = []
     for card in sorted(catalog.gpus.values(), key=lambda c: c.slug):
         if card.slug in measured:
@@ -483,105 +482,3 @@ def decision_report(*, campaign: str, runs: Path | str = "runs", catalog: Path |
     if campaign not in views:
         raise UserError(f"campaign {campaign} has no records in {runs}; campaigns there: {', '.join(sorted(views)) or 'none'}")
     return decide(views[campaign], load_catalog(catalog))
-
-
-def _text(value) -> str | None:
-    return None if value is None else str(value)
-
-
-def report_dict(report: Report) -> dict:
-    """Return every figure of the report as plain data; money and hours as decimal strings."""
-    question = report.question
-
-    def row_dict(row: Row) -> dict:
-        configuration = row.summary.configuration
-        hours = None if row.hours is None else {k: f"{v:.4f}" for k, v in zip(("min", "median", "max"), row.hours, strict=True)}
-        reserved, reserved_reason = row.summary.peak("gpu_peak_reserved_bytes")
-        return {
-            "configuration": row.key, "label": row.label, "variant": row.summary.name, "settings": row.summary.config,
-            "hardware": configuration.hardware if configuration else None,
-            "software": configuration.software if configuration else None,
-            "trials": row.statuses, "accepted_trials": row.summary.accepted, "ids_match": row.summary.ids_match,
-            "verdicts": [{k: v[k] for k in ("metric", "threshold", "median", "passed", "judged")} for v in row.summary.verdicts()],
-            "measured_window_s": [round(s, 6) for s in row.summary.seconds],
-            "median_s": row.summary.median, "min_s": row.summary.minimum, "max_s": row.summary.maximum,
-            "gpu_peak_reserved_bytes": reserved, "gpu_peak_reserved_reason": reserved_reason,
-            "card_capacity_bytes": row.capacity_bytes, "card_capacity_reason": row.capacity_reason,
-            "lots": row.lots, "projected_hours": hours,
-            "projection_reason": None if hours else "no successful trial to project from",
-            "planned": None if row.plan is None else {
-                "gpu": row.plan.card.slug, "days": row.plan.days, "lots": row.plan.lots, "price_per_lot": str(row.plan.price_per_lot),
-                "total": str(row.plan.total), "currency": row.plan.currency, "catalog_version": row.plan.catalog_version,
-                "package_hours": row.plan.package_hours, "spare_hours": format_hours(row.plan.spare_hours)},
-            "planned_reason": row.plan_reason,
-            "observed": {"spend": _text(row.observed_spend), "currency": row.observed_currency,
-                         "rentals": [r["record_id"] for r in row.observed_rentals], "reason": row.observed_reason,
-                         "shared_with_configurations": row.shared_with, "deliverables": row.deliverables,
-                         "cost_per_validated_corpus": _text(row.cost_per_corpus), "cost_reason": row.cost_reason},
-            "feasible": row.feasible, "conditions_failed": row.conditions,
-        }
-
-    return {
-        "campaign": report.campaign, "title": report.title, "catalog_version": report.catalog_version,
-        "question": {"declared": question.declared, "corpora": question.corpora, "entries": question.entries,
-                     "workload": question.workload(report.corpus_entries),
-                     "window_start": question.window_start, "window_end": question.window_end, "time_zone": question.time_zone,
-                     "window_hours": _text(question.window_hours and format_hours(question.window_hours)),
-                     "deadline": question.deadline,
-                     "deadline_hours": _text(question.deadline_hours and format_hours(question.deadline_hours)),
-                     "budget": _text(question.budget), "missing": question.missing},
-        "answer": report.answer, "summary": report.summary_line,
-        "cheapest": report.cheapest.key if report.cheapest else None,
-        "runner_up": report.runner_up.key if report.runner_up else None,
-        "gap_money": _text(report.gap_money), "gap_hours": None if report.gap_hours is None else f"{report.gap_hours:.4f}",
-        "tie": report.tie, "fastest": report.fastest.key if report.fastest else None,
-        "ranked": [row_dict(row) for row in report.ranked],
-        "infeasible": [row_dict(row) for row in report.infeasible],
-        "to_measure": [{"gpu": c["card"].slug, "gpu_name": c["card"].name, "days": c["days"], "price_for_window": _text(c["total"]),
-                        "currency": c["currency"], "reason": c["reason"], "time": None, "quality": None} for c in report.to_measure],
-        "problems": report.problems,
-    }
-
-
-def planned_text(row: Row) -> str:
-    """Return the planned package in a few words, or its reason."""
-    return f"{row.plan.total} {row.plan.currency} ({row.plan.lots}×{row.plan.days} d)" if row.plan else row.plan_reason
-
-
-def hours_text(row: Row) -> str:
-    """Return the projected duration as 'min to max', or why there is none."""
-    return span_range(row.hours)
-
-
-def describe_report(report: Report) -> str:
-    """Write the report as text: the answer, the question, ranked and infeasible configurations, cards to measure."""
-    question = report.question
-    lines = [f"Decision report for {report.campaign} (catalog {report.catalog_version})", "", report.answer, "",
-             f"Question: {question.workload(report.corpus_entries)}; "
-             f"window {format_hours(question.window_hours) + ' h' if question.window_hours is not None else 'not stated'}"
-             + (f" ({question.window_start} to {question.window_end})" if question.window_start else "")
-             + (f"; deadline {format_hours(question.deadline_hours)} h after the start" if question.deadline_hours is not None else "")
-             + (f"; budget {money(question.budget)}" if question.budget is not None else "")]
-    if question.declared and question.missing:
-        lines.append(f"Not stated: {'; '.join(question.missing)}")
-    lines += ["", "Feasible, cheapest planned spend first (projection for the workload; planned and observed money apart):"]
-    for rank, row in enumerate(report.ranked, start=1):
-        observed = f"{row.observed_spend} {row.observed_currency}" if row.observed_spend is not None else row.observed_reason
-        lines.append(f"{rank:>3}. {row.label}")
-        lines.append(f"     median {row.summary.median:.3f} s per corpus; projected {hours_text(row)} on {row.lots} lot(s); "
-                     f"planned {planned_text(row)}; observed {observed}; deliverables {row.deliverables}")
-    if not report.ranked:
-        lines.append("  none")
-    lines += ["", "Infeasible:"]
-    for row in report.infeasible:
-        lines.append(f"  - {row.label}: {'; '.join(row.conditions)}")
-    if not report.infeasible:
-        lines.append("  none")
-    if report.to_measure:
-        lines += ["", "To measure (price only: no time, no quality):"]
-        for card in report.to_measure:
-            price = f"{card['total']} {card['currency']} for a {card['days']}-day lot" if card["total"] is not None else card["reason"]
-            lines.append(f"  - {card['card'].name}: {price}")
-    if report.problems:
-        lines += ["", "Problems:", *(f"  - {problem}" for problem in report.problems)]
-    return "\n".join(lines)

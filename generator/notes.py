@@ -77,7 +77,8 @@ def load_notes(folder: Path | None) -> list[Note]:
 
 def draft_text(report, *, author: str, today: str) -> str:
     """Write a decision note draft from a decision report: front matter filled in, reasons and links written out."""
-    from generator.decision import hours_text, planned_text
+    from generator.decision import span_range
+    from generator.report import planned_text
 
     chosen = report.cheapest or (report.ranked[0] if report.ranked else None)
     decision = f"{chosen.label}" if chosen else "no configuration yet"
@@ -90,7 +91,7 @@ def draft_text(report, *, author: str, today: str) -> str:
               "<!-- Draft written by iteralab note new from the decision report; edit it before publishing. -->", "",
               "## Answer", "", report.answer, "", "## Why", ""]
     for row in report.ranked:
-        lines.append(f"- **{row.label}**: median {row.summary.median:.3f} s per corpus, projected {hours_text(row)}, "
+        lines.append(f"- **{row.label}**: median {row.summary.median:.3f} s per corpus, projected {span_range(row.hours)}, "
                      f"planned {planned_text(row)}; [evidence](../campaigns/{report.campaign}/index.html#variant-{row.key}).")
     for row in report.infeasible:
         lines.append(f"- {row.label} is not feasible: {'; '.join(row.conditions)}.")

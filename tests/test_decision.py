@@ -10,7 +10,8 @@ import pytest
 
 from generator import records
 from generator.catalog import load_catalog
-from generator.decision import decide, report_dict
+from generator.decision import decide
+from generator.report import report_dict
 from generator.tables import campaign_views
 from tests import factory
 
