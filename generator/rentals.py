@@ -80,7 +80,7 @@ def _check_runs(runs_dir: Path, campaign: str, runs: list[str], price) -> None:
     for run_id in runs:
         records.check_name(run_id, "--run")
     folder = runs_dir / campaign
-    views = [view for view in campaign_views(records.load(folder))] if folder.is_dir() else []
+    views = campaign_views(records.load(folder)) if folder.is_dir() else []
     view = next((v for v in views if v.name == campaign), None)
     known = sorted({m["run_id"] for m in view.manifests}) if view else []
     unknown = [run_id for run_id in runs if run_id not in known]

@@ -343,10 +343,11 @@ def _catalog_rows(catalog: Catalog) -> list[dict]:
     return rows
 
 
-def _render_campaign_job(out: Path, view: CampaignView, *args, **options) -> tuple[int, int, str]:
+def _render_campaign_job(out: Path, view: CampaignView, notes, runs: Path, cache: Path, common: dict,
+                         **options) -> tuple[int, int, str]:
     writer = Writer(out)
-    report = decide(view, args[-1]["catalog"])
-    _render_campaign(environment(), writer, view, report, *args, **options)
+    report = decide(view, common["catalog"])
+    _render_campaign(environment(), writer, view, report, notes, runs, cache, common, **options)
     return writer.written, writer.kept, report.summary_line
 
 
