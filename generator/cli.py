@@ -208,7 +208,7 @@ def cmd_run(args) -> int:
 )
 def cmd_demo(args) -> int:
     """Run the embedded demo campaign: 1,000 real reviews, a real fine-tuned encoder, offline."""
-    from generator.demo import CAMPAIGN, run_demo
+    from generator.demo import CAMPAIGN, describe_time, run_demo
     from generator.runner import format_summary, summarize
 
     def log(message):
@@ -230,6 +230,7 @@ def cmd_demo(args) -> int:
     print(f"Try next: iteralab decide {CAMPAIGN} (the same answer as text), iteralab note new {CAMPAIGN} (draft the "
           "decision note), iteralab check runs/; the README's 'After the demo' lists the rest.")
     print(f"Site: {result['index'].resolve()}")
+    print(describe_time(result["seconds"], [] if result["skipped"] else result["trials"]))
     return 0
 
 

@@ -260,16 +260,34 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
     from generator.site import build_site
 
     runs_dir, out = Path(runs_dir), Path(out)
+    started = time.perf_counter()
     campaign_file = prepare_workspace(log=log)
+    seconds = {"preparation": time.perf_counter() - started}
     existing = [r for r in load(runs_dir).of_kind("trial") if r["campaign"] == CAMPAIGN] if (runs_dir / CAMPAIGN).is_dir() else []
     result = {"campaign_file": campaign_file, "skipped": bool(existing) and not again, "trials": existing,
-              "interrupted": False, "sheets": [], "index": None}
+              "interrupted": False, "sheets": [], "index": None, "seconds": seconds}
     if not result["skipped"]:
         if log:
             log(f"running {campaign_file}")
+        started = time.perf_counter()
         run = run_campaign(campaign_file=campaign_file, runs_dir=runs_dir, quiet=quiet)
+        seconds["trials"] = time.perf_counter() - started
         result.update(trials=run.trials, interrupted=run.interrupted)
     if not result["interrupted"]:
+        started = time.perf_counter()
         result["sheets"] = install_example_sheets(runs_dir.parent / "qualification")
         result["index"] = build_site(runs=runs_dir, out=out)["index"]
+        seconds["site"] = time.perf_counter() - started
     return result
+
+
+def describe_time(seconds: dict, trials: list[dict]) -> str:
+    """Say where the demo's time went: preparation, the trials (their measured windows apart) and the site."""
+    parts = [f"preparation {seconds['preparation']:.0f} s (corpora and fine-tuning on a first run, else hashing inputs)"]
+    if "trials" in seconds:
+        windows = [t["phases"]["measured_window"]["duration_ns"] for t in trials
+                   if (t["phases"].get("measured_window") or {}).get("duration_ns") is not None]
+        parts.append(f"{len(trials)} trials {seconds['trials']:.0f} s, of which measured windows {sum(windows) / 1e9:.0f} s")
+    if "site" in seconds:
+        parts.append(f"site {seconds['site']:.0f} s")
+    return "Time in this command: " + ", ".join(parts) + f"; {sum(seconds.values()):.0f} s in all (setup not included)."

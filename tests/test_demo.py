@@ -93,6 +93,18 @@ def test_a_cached_demo_workspace_gets_the_current_campaign_text(tmp_path, monkey
     assert path == workspace / "campaign.toml" and "[decision]" in path.read_text(encoding="utf-8")
 
 
+def test_demo_says_where_its_time_went():
+    """The demo ends with its own breakdown, the measured windows apart from the rest of the trials (#12)."""
+    window = {"measured_window": {"duration_ns": 12_400_000_000, "completed": True}}
+    interrupted = {"measured_window": {"duration_ns": None, "reason": "not reached: the trial stopped in model_load"}}
+    trials = [{"phases": window}, {"phases": window}, {"phases": interrupted}]
+    text = demo.describe_time({"preparation": 6.6, "trials": 31.2, "site": 3.4}, trials)
+    assert "preparation 7 s" in text and "3 trials 31 s, of which measured windows 25 s" in text
+    assert "site 3 s" in text and "41 s in all" in text
+    skipped = demo.describe_time({"preparation": 1.2, "site": 2.0}, [])
+    assert "trials" not in skipped and "3 s in all" in skipped
+
+
 def test_missing_demo_package_gives_install_instructions(monkeypatch, cli):
     import importlib.util
 
