@@ -1,0 +1,155 @@
+"""Campaign views read straight from records: what changed, per-bucket quality, verdicts, peaks, labels (no pages)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from generator import records
+from generator.tables import campaign_views
+from tests import factory
+
+
+def _view(folder, *written):
+    for record in written:
+        records.append(folder, record)
+    views = campaign_views(records.load(folder))
+    assert len(views) == 1
+    return views[0]
+
+
+def _with_config(trial, **changes):
+    trial["variant_config"] = {**trial["variant_config"], **changes}
+    return trial
+
+
+def test_compared_and_constant_name_what_changed_across_variants_and_machines(tmp_path):
+    first = factory.manifest("camp", "run-1", environment=factory.machine(None, cpu="CPU A", torch="2.13.0"))
+    second = factory.manifest("camp", "run-2", environment=factory.machine("NVIDIA GeForce RTX 4090", cpu="CPU B",
+                                                                            torch="2.13.0+cu128"))
+    view = _view(tmp_path, first, second,
+                 _with_config(factory.trial(first, "b1"), precision="fp32"),
+                 _with_config(factory.trial(first, "b4", batch_size=4), precision="bf16"),
+                 _with_config(factory.trial(second, "b4", batch_size=4, gpu=True), precision="bf16"))
+    compared, constant = view.compared_and_constant()
+    assert compared == {"batch_size": ["1", "4"], "precision": ["bf16", "fp32"], "device": ["cpu", "cuda"],
+                        "CPU": ["CPU A", "CPU B"], "GPUs": ["NVIDIA GeForce RTX 4090", "none"],
+                        "torch": ["2.13.0", "2.13.0+cu128"]}
+    assert constant == {"quantization": ["none"], "compile": ["False"], "attention": ["sdpa"], "length_sorted": ["False"],
+                        "model revision": ["sha256:" + "d" * 64], "corpus fingerprint": ["sha256:" + "c" * 64],
+                        "transformers": ["5.0"]}
+    assert list(compared) == ["batch_size", "precision", "device", "CPU", "GPUs", "torch"]
+
+
+def test_several_gpus_of_one_machine_are_listed_together(tmp_path):
+    manifest = factory.manifest(environment=factory.machine("NVIDIA H100", count=2))
+    view = _view(tmp_path, manifest, factory.trial(manifest, "b1", gpu=True))
+    _, constant = view.compared_and_constant()
+    assert constant["GPUs"] == ["NVIDIA H100, NVIDIA H100"] and constant["CPU"] == ["Test CPU"]
+
+
+def test_bucket_quality_is_the_median_over_trials_with_a_value(tmp_path):
+    manifest = factory.manifest()
+    trials = [factory.trial(manifest, "b1", accuracy=value, repetition=n, sequence=n)
+              for n, value in enumerate((0.9, 0.7, 0.8), start=1)]
+    trials[1]["quality"]["buckets"]["long"]["accuracy"] = None  # not measured in that trial: left out, not zero
+    failed = factory.trial(manifest, "b1", status="error", failed_phase="measured_window", error="boom", sequence=4, repetition=4)
+    view = _view(tmp_path, manifest, *trials, failed)
+    (summary,) = view.variants
+    assert summary.bucket_quality("accuracy") == {"short": pytest.approx(0.8), "long": pytest.approx((0.8 + 0.7) / 2)}
+    assert summary.bucket_quality("agreement") == {"short": 1.0, "long": 1.0}
+    for trial in trials:
+        for scores in trial["quality"]["buckets"].values():
+            scores["macro_f1"] = None
+    assert _view(tmp_path / "again", manifest, *trials).variants[0].bucket_quality("macro_f1") == {"short": None, "long": None}
+
+
+def test_verdicts_give_median_passes_and_judged_per_metric(tmp_path):
+    manifest = factory.manifest()
+    trials = [factory.trial(manifest, "b1", accuracy=value, repetition=n, sequence=n)
+              for n, value in enumerate((0.9, 0.6, 0.8), start=1)]
+    trials[2]["quality"]["verdicts"].append({"metric": "agreement", "threshold": 0.95, "comparison": ">=", "value": None,
+                                             "passed": False, "reason": "no reference"})
+    (summary,) = _view(tmp_path, manifest, *trials).variants
+    assert summary.verdicts() == [
+        {"metric": "accuracy", "threshold": 0.7, "values": [0.9, 0.6, 0.8], "passed": 2, "judged": 3, "reason": None,
+         "median": 0.8},
+        {"metric": "agreement", "threshold": 0.95, "values": [], "passed": 0, "judged": 1, "reason": "no reference",
+         "median": None}]
+
+
+def test_peaks_read_ok_trials_only_and_say_why_when_none(tmp_path):
+    manifest = factory.manifest(environment=factory.machine("NVIDIA GeForce RTX 4090"))
+    ok = factory.trial(manifest, "b1", gpu=True)
+    ok["phases"]["warmup"]["host_peak_rss_bytes"] = 500 * 2**20
+    failed = factory.trial(manifest, "b1", gpu=True, status="oom", failed_phase="measured_window", sequence=2)
+    failed["phases"]["model_load"]["host_peak_rss_bytes"] = 900 * 2**20  # a failed trial's peak is not the variant's
+    (summary,) = _view(tmp_path, manifest, ok, failed).variants
+    assert summary.peak("host_peak_rss_bytes") == (500 * 2**20, None)
+    assert summary.peak("gpu_peak_reserved_bytes") == (3 * 2**30, None)
+    cpu_manifest = factory.manifest("cpu")
+    broken = factory.trial(cpu_manifest, "b1", status="error", failed_phase="model_load")
+    (cpu_summary,) = _view(tmp_path / "cpu", cpu_manifest, broken).variants
+    assert cpu_summary.peak("host_peak_rss_bytes") == (None, "no successful trial measured it")
+    assert cpu_summary.peak("gpu_peak_allocated_bytes") == (None, "no GPU: the variant runs on cpu")
+    broken["memory"]["gpu_memory_reason"] = None
+    (unexplained,) = _view(tmp_path / "unexplained", cpu_manifest, broken).variants
+    assert unexplained.peak("gpu_peak_allocated_bytes") == (None, "no successful trial measured it")
+
+
+def test_ids_match_is_unknown_without_checks_and_false_when_any_trial_failed_it(tmp_path):
+    manifest = factory.manifest()
+    good, bad = factory.trial(manifest, "b1"), factory.trial(manifest, "b1", sequence=2, repetition=2)
+    bad["id_check"]["ids_match"] = False
+    assert _view(tmp_path / "a", manifest, good).variants[0].ids_match is True
+    assert _view(tmp_path / "b", manifest, good, bad).variants[0].ids_match is False
+    failed = factory.trial(manifest, "b1", status="error", failed_phase="model_load")
+    assert _view(tmp_path / "c", manifest, failed).variants[0].ids_match is None
+
+
+def test_counts_durations_and_throughput_of_one_configuration(tmp_path):
+    manifest = factory.manifest()
+    trials = [factory.trial(manifest, "b1", seconds=s, repetition=n, sequence=n) for n, s in enumerate((2.0, 4.0, 1.0), 1)]
+    rejected = factory.trial(manifest, "b1", seconds=5.0, accuracy=0.5, sequence=4, repetition=4)
+    failed = factory.trial(manifest, "b1", status="oom", failed_phase="measured_window", sequence=5, repetition=5)
+    (summary,) = _view(tmp_path, manifest, *trials, rejected, failed).variants
+    assert (summary.ok, summary.failed, summary.accepted) == (4, 1, 3)
+    assert summary.seconds == [2.0, 4.0, 1.0, 5.0]
+    assert (summary.median, summary.minimum, summary.maximum) == (3.0, 1.0, 5.0)
+    assert summary.throughput == 37.5  # median of 50, 25, 100 and 20 entries/s; the failed trial has none
+    assert summary.series == "batch" and summary.name == "b1"
+
+
+def test_a_view_keeps_order_fingerprints_times_and_failures(tmp_path):
+    first = factory.manifest("camp", "run-1")
+    second = factory.manifest("camp", "run-2", fingerprint="e" * 64, title="Second title")
+    failed = factory.trial(second, "b1", status="error", failed_phase="warmup")
+    ok = factory.trial(first, "b1")
+    first["created_at"], ok["created_at"] = "2026-09-28T09:00:00Z", "2026-09-28T08:00:00Z"  # a clock set back
+    second["created_at"], failed["created_at"] = "2026-09-29T09:00:00Z", "2026-09-30T09:00:00Z"
+    view = _view(tmp_path, first, ok, second, failed)
+    assert view.fingerprints == ["a" * 64, "e" * 64]
+    assert view.failures == [failed]
+    assert (view.first_at, view.last_at) == ("2026-09-28T08:00:00Z", "2026-09-30T09:00:00Z")
+    assert view.title == "Second title" and view.protocol == second["protocol"] and view.corpus == second["corpus"]
+
+
+def test_cost_counts_distinct_corpora_and_refuses_mixed_currencies(tmp_path):
+    manifest = factory.manifest()
+    trial = factory.trial(manifest, "b1")
+    euro = factory.rental(total="10.00")
+    euro["currency"] = "EUR"
+    view = _view(tmp_path, manifest, trial, factory.rental(total="47.14"), factory.rental(total="52.86"),
+                 factory.deliverable("camp", trial, "c"), factory.deliverable("camp", trial, "c"),
+                 factory.deliverable("camp", trial, "d"))
+    cost = view.cost()
+    assert (cost["spend"], cost["currency"], cost["deliverables"]) == (Decimal("100.00"), "USD", 2)
+    assert cost["cost_per_validated_corpus"] == Decimal("50.00") and cost["reason"] is None
+    mixed = _view(tmp_path / "mixed", manifest, trial, factory.rental(total="47.14"), euro).cost()
+    assert mixed["cost_per_validated_corpus"] is None and mixed["reason"] == "undefined: rentals mix currencies (EUR, USD)"
+    none = _view(tmp_path / "none", manifest, trial, factory.rental(total="47.14")).cost()
+    assert none["cost_per_validated_corpus"] is None and none["reason"] == "undefined: no accepted deliverable"
+    free = _view(tmp_path / "free", manifest, trial).cost()
+    assert free["spend"] is None and free["currency"] is None
+    assert free["reason"] == "undefined: no rental recorded, so the spend is unknown"
