@@ -212,3 +212,100 @@ def test_two_teams_delivering_one_corpus_count_one_deliverable_after_a_merge(tmp
     page = BeautifulSoup((tmp_path / "site" / "campaigns" / "camp" / "index.html").read_text(encoding="utf-8"), "html.parser")
     assert page.find(id="deliverables").get_text(strip=True) == "1"
     assert page.find(id="cost-per-corpus").get_text(strip=True) == "110.00 USD"
+
+
+def test_a_bundle_written_from_records_alone_verifies_and_carries_the_catalog_as_listed(tmp_path):
+    """Fast: no model, factory records; the bundle's catalog.csv is the catalog file's rows, sorted by GPU and days."""
+    import hashlib
+
+    from generator.bundle import write_bundle
+    from generator.catalog import DEFAULT_CATALOG
+
+    runs = tmp_path / "runs"
+    manifest = factory.manifest()
+    for record in (manifest, factory.trial(manifest, "b1")):
+        records.append(runs, record)
+    bundle, digest = write_bundle(campaign="camp", out=tmp_path / "out" / "camp.zip", runs=runs)
+    assert verify_bundle(bundle) == []
+    assert digest == hashlib.sha256(bundle.read_bytes()).hexdigest()
+    with zipfile.ZipFile(bundle) as archive:
+        text = archive.read("camp-evidence/data/catalog.csv").decode("utf-8")
+    source = (Path(__file__).parent.parent / "generator" / "data" / DEFAULT_CATALOG).read_text(encoding="utf-8")
+    header, *rows = source.split("\n")[:-1]
+    expected = [header, *sorted(rows, key=lambda row: (row.split(",")[1], int(row.split(",")[5])))]
+    assert text == "\n".join(expected) + "\n"
+    assert ",b200,B200,2,,7,2071.00,USD" in text  # an unstated memory stays an empty cell, never "None"
+
+
+def test_bag_names_replace_control_and_line_break_characters_only():
+    from generator.bundle import bag_name
+
+    assert bag_name("reçu n°7 (sept) 47,14 €.pdf") == "reçu n°7 (sept) 47,14 €.pdf"  # spaces and accents stay
+    assert bag_name("a\tb\nc\rd\x1fe\x85f\u2028g\u2029h\x0bi\x0cj\x1ck.pdf") == "a_b_c_d_e_f_g_h_i_j_k.pdf"
+    assert bag_name("") == ""
+
+
+@pytest.mark.parametrize(("name", "mode", "why"), [
+    ("bag/data/x", stat.S_IFREG | 0o644, None), ("bag/data/", stat.S_IFDIR | 0o755, None), ("bag/data/x", 0, None),
+    ("a", 0, None), ("a:", 0, "absolute path"), ("ab:c", 0, None), ("C:evil", 0, "absolute path"), ("/x", 0, "absolute path"),
+    ("bag/..", 0, "path with '..'"), ("bag/data/l", stat.S_IFLNK | 0o777, "symbolic link"),
+    ("bag/data/fifo", stat.S_IFIFO | 0o644, "not a regular file"), ("bag/data/dev", stat.S_IFCHR | 0o644, "not a regular file")])
+def test_unsafe_zip_entries_are_named_and_ordinary_ones_pass(name, mode, why):
+    from generator.bundle import _unsafe
+
+    info = zipfile.ZipInfo(name)
+    info.external_attr = mode << 16
+    assert _unsafe(info) == why
+
+
+def test_payload_holds_every_record_input_prediction_receipt_and_note_of_the_campaign(tmp_path):
+    """Fast: every file a bundle must carry, and what each holds, from factory records (no model)."""
+    from generator.bundle import payload
+    from generator.rentals import copy_receipt
+    from generator.tables import campaign_views
+
+    runs, notes = tmp_path / "runs", tmp_path / "notes"
+    (runs / "camp" / "inputs").mkdir(parents=True)
+    (runs / "camp" / "inputs" / "c.jsonl").write_bytes(b'{"id": "e1", "text": "x"}\n')
+    (runs / "camp" / "predictions").mkdir()
+    (runs / "camp" / "predictions" / "p.csv").write_bytes(b"id,label,score\ne1,pos,0.9\n")
+    receipt = tmp_path / "reçu\u2028sept.pdf"
+    receipt.write_bytes(b"%PDF receipt")
+    manifest = factory.manifest()
+    ok = factory.trial(manifest, "b1")
+    failed = factory.trial(manifest, "b1", status="error", failed_phase="warmup", sequence=2, repetition=2)
+    rental = factory.rental()
+    rental["receipt"] = copy_receipt(runs, "camp", receipt)
+    other = factory.manifest("other", "run-9")
+    for record in (manifest, ok, failed, rental, other):
+        records.append(runs, record)
+    notes.mkdir()
+    (notes / "mine.md").write_text("---\ncampaign: camp\ndecision: Rent b1\nselected_variant: b1\nworkload_covered: 1 text\n"
+                                   "date: 2026-10-01\nauthor: Team\n---\n\nWhy.\n", encoding="utf-8")
+    (notes / "theirs.md").write_text("---\ncampaign: other\ndecision: Rent\nselected_variant: b1\nworkload_covered: 1\n"
+                                     "date: 2026-10-01\nauthor: Team\n---\n\nNot this campaign.\n", encoding="utf-8")
+    view = next(v for v in campaign_views(records.load(runs)) if v.name == "camp")
+    files = payload(view, runs, notes, None)
+    record_files = sorted((runs / "camp" / "records").glob("*.jsonl"))
+    assert len(record_files) == 2  # the run's file and the rental's
+    assert sorted(files) == sorted([
+        *(f"records/{path.name}" for path in record_files), f"manifests/{manifest['record_id']}.json", "inputs/c.jsonl", "protocol.json",
+        "corpus-fingerprint.json", "predictions/p.csv", "verdicts.json", "trials.csv", "catalog.csv", "decision.json",
+        "decision.txt", f"receipts/{rental['receipt']['sha256'][:16]}/reçu_sept.pdf", "notes/mine.md", "index.html"])
+    assert all(files[f"records/{path.name}"] == path.read_bytes() for path in record_files)
+    assert json.loads(files[f"manifests/{manifest['record_id']}.json"]) == manifest
+    assert files["inputs/c.jsonl"] == b'{"id": "e1", "text": "x"}\n'
+    assert json.loads(files["protocol.json"]) == {"protocol_fingerprints": ["a" * 64], "protocol": manifest["protocol"]}
+    assert json.loads(files["corpus-fingerprint.json"]) == {manifest["record_id"]: manifest["corpus"]}
+    assert files["predictions/p.csv"] == b"id,label,score\ne1,pos,0.9\n"
+    label = view.variants[0].label
+    assert json.loads(files["verdicts.json"]) == {
+        ok["record_id"]: {"variant": "b1", "configuration": label, "status": "ok", "corpus_accepted": True,
+                          "id_check": ok["id_check"], "verdicts": ok["quality"]["verdicts"]},
+        failed["record_id"]: {"variant": "b1", "configuration": label, "status": "error", "corpus_accepted": False,
+                              "id_check": None, "verdicts": None}}
+    assert files[f"receipts/{rental['receipt']['sha256'][:16]}/reçu_sept.pdf"] == b"%PDF receipt"
+    assert files["notes/mine.md"] == (notes / "mine.md").read_bytes()
+    assert json.loads(files["decision.json"])["campaign"] == "camp"
+    assert files["decision.txt"].decode("utf-8").endswith("\n")
+    assert files["trials.csv"].decode("utf-8").count("\n") == 3  # header and two trials
