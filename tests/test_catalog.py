@@ -103,3 +103,24 @@ def test_malformed_catalogs_are_refused_with_file_line_and_reason(tmp_path, cli,
 def test_missing_catalog_file_is_a_clear_error(cli, tmp_path):
     code, _, err = cli("cost", "--gpu", "x", "--days", "3", "--lots", "1", "--catalog", tmp_path / "nope.csv")
     assert code == 1 and "does not exist" in err
+
+
+@pytest.mark.parametrize("lots", [0, -2, True, 1.0, "2"])
+def test_quote_refuses_lots_that_are_not_a_whole_number_of_at_least_one(lots):
+    catalog = parse_catalog(HEADER + "v1,x,X,1,,3,10.00,USD\n", "lots.csv")
+    with pytest.raises(UserError, match=r"^lots must be a whole number of at least 1, not "):
+        quote(catalog, gpu="x", days=3, lots=lots)
+
+
+@pytest.mark.parametrize("accepted", [-1, True, 1.0, "2"])
+def test_quote_refuses_an_accepted_count_that_is_not_a_whole_number(accepted):
+    catalog = parse_catalog(HEADER + "v1,x,X,1,,3,10.00,USD\n", "accepted.csv")
+    with pytest.raises(UserError, match=r"^accepted results must be a whole number of at least 0, not "):
+        quote(catalog, gpu="x", days=3, lots=1, accepted_results=accepted)
+    assert quote(catalog, gpu="x", days=3, lots=2, accepted_results=0).cost_per_validated_corpus is None
+    assert quote(catalog, gpu="x", days=3, lots=2, accepted_results=4).cost_per_validated_corpus == Decimal("5.00")
+
+
+def test_options_list_a_gpus_packages_shortest_first():
+    catalog = parse_catalog(HEADER + "v1,x,X,1,,7,20.00,USD\nv1,x,X,1,,3,10.00,USD\nv1,y,Y,1,,3,9.00,USD\n", "options.csv")
+    assert catalog.options("x") == "3 days at 10.00 USD per lot, 7 days at 20.00 USD per lot"

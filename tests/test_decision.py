@@ -327,3 +327,22 @@ def test_the_fastest_option_is_shown_when_it_is_not_the_cheapest(tmp_path):
     assert report.gap_money == Decimal("8.57") and f"{report.gap_hours * 60:.1f}" == "-12.8"
     assert "Runner-up: b8 · 1× NVIDIA RTX 6000 Ada Generation · torch 2.13.0+cu128, 8.57 USD more, 12.8 min faster" in report.answer
     assert "Fastest feasible: b8 · 1× NVIDIA RTX 6000 Ada Generation" in report.answer
+
+
+def test_decision_report_reads_the_catalog_it_is_given_and_names_the_campaigns_there(merged, tmp_path):
+    from generator.decision import decision_report
+    from generator.errors import UserError
+
+    cheaper = tmp_path / "prices.csv"
+    cheaper.write_text("catalog_version,gpu,gpu_name,cards_per_lot,memory_per_card_gb,days,price_per_lot,currency\n"
+                       "2026-12-01,rtx-4090,RTX 4090,1,24,3,40.00,USD\n", encoding="utf-8")
+    assert decision_report(campaign="merged", runs=merged).ranked[0].plan.total == Decimal("47.14")
+    assert decision_report(campaign="merged", runs=merged, catalog=cheaper).ranked[0].plan.total == Decimal("40.00")
+    records.append(merged, factory.manifest("another", "run-x"))
+    with pytest.raises(UserError) as error:
+        decision_report(campaign="nope", runs=merged)
+    assert str(error.value) == f"campaign nope has no records in {merged}; campaigns there: another, merged"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError) as error:
+        decision_report(campaign="nope", runs=tmp_path / "empty")
+    assert str(error.value).endswith("campaigns there: none")

@@ -14,6 +14,7 @@ import pytest
 
 from generator import records
 from generator.errors import UserError
+from tests import factory
 
 SHA = "0" * 64
 
@@ -265,3 +266,18 @@ def test_a_validated_prefix_is_not_checked_twice_but_any_change_is(tmp_path, mon
     loaded = records.load(tmp_path)
     assert len(calls) == 3 and len(loaded.records) == 2
     assert loaded.problems[0].startswith("demo/records/run-a.jsonl:1: lots:")
+
+
+def test_schema_problems_name_the_nested_field_and_keep_messages_short():
+    manifest = factory.manifest()
+    trial = factory.trial(manifest)
+    trial["phases"]["measured_window"]["duration_ns"] = "x"
+    assert records.validate(trial) == ["phases.measured_window.duration_ns: 'x' is not of type 'integer', 'null'"]
+    missing = rental()
+    del missing["total"]
+    assert records.validate(missing) == ["record: 'total' is a required property"]
+    # A message of 199 characters is kept whole; from 200 on it is cut to 197 and '...'.
+    kept, cut = rental(), rental()
+    kept["total"], cut["total"] = ["a" * 171], ["a" * 172]
+    assert records.validate(kept) == ["total: ['" + "a" * 171 + "'] is not of type 'string'"]
+    assert records.validate(cut) == ["total: ['" + "a" * 172 + "'] is not of type 'stri..."]

@@ -153,3 +153,16 @@ def test_cost_counts_distinct_corpora_and_refuses_mixed_currencies(tmp_path):
     free = _view(tmp_path / "free", manifest, trial).cost()
     assert free["spend"] is None and free["currency"] is None
     assert free["reason"] == "undefined: no rental recorded, so the spend is unknown"
+
+
+def test_separation_compares_every_pair_once_in_variant_order(tmp_path):
+    manifest = factory.manifest()
+    written = [manifest]
+    for variant, base in (("b1", 10.0), ("b4", 5.0), ("b8", 2.0)):
+        written += [factory.trial(manifest, variant, seconds=base + n / 10, repetition=n, sequence=n, batch_size=int(variant[1:]))
+                    for n in range(1, 4)]
+    view = _view(tmp_path, *written)
+    statements = view.separation()
+    names = [tuple(label.split(" · ")[0] for label in s["pair"]) for s in statements]
+    assert names == [("b1", "b4"), ("b1", "b8"), ("b4", "b8")]
+    assert all(s["separated"] for s in statements)
