@@ -309,3 +309,65 @@ def test_payload_holds_every_record_input_prediction_receipt_and_note_of_the_cam
     assert json.loads(files["decision.json"])["campaign"] == "camp"
     assert files["decision.txt"].decode("utf-8").endswith("\n")
     assert files["trials.csv"].decode("utf-8").count("\n") == 3  # header and two trials
+
+
+def test_bag_files_lay_out_a_bagit_bag_with_both_manifests():
+    import hashlib
+
+    from generator.bundle import bag_files
+
+    def sha(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()
+
+    bag = bag_files("top", {"b.txt": b"bb", "a/x.json": b"{}"}, "2026-09-30")
+    assert sorted(bag) == ["bag-info.txt", "bagit.txt", "data/a/x.json", "data/b.txt", "manifest-sha256.txt",
+                           "tagmanifest-sha256.txt"]
+    assert bag["bagit.txt"] == b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"
+    assert bag["bag-info.txt"] == (b"Bag-Software-Agent: iteralab\nBagging-Date: 2026-09-30\nExternal-Identifier: top\n"
+                                   b"Payload-Oxum: 4.2\n")
+    assert bag["manifest-sha256.txt"].decode() == f"{sha(b'{}')}  data/a/x.json\n{sha(b'bb')}  data/b.txt\n"
+    assert bag["tagmanifest-sha256.txt"].decode() == "".join(
+        f"{sha(bag[name])}  {name}\n" for name in ("bag-info.txt", "bagit.txt", "manifest-sha256.txt"))
+
+
+def test_zip_entries_are_sorted_regular_files_at_the_zip_epoch():
+    import io
+
+    from generator.bundle import zip_bytes
+
+    with zipfile.ZipFile(io.BytesIO(zip_bytes("top", {"b": b"2" * 100, "a/c": b"1"}))) as archive:
+        infos = archive.infolist()
+        assert [info.filename for info in infos] == ["top/a/c", "top/b"]
+        assert archive.read("top/b") == b"2" * 100
+    for info in infos:
+        assert info.date_time == (1980, 1, 1, 0, 0, 0) and info.create_system == 3
+        assert info.external_attr == (stat.S_IFREG | 0o644) << 16 and info.compress_type == zipfile.ZIP_DEFLATED
+
+
+def test_campaign_bundle_names_its_top_folder_dates_the_bag_and_reads_the_given_catalog(tmp_path):
+    import io
+
+    from generator.bundle import campaign_bundle
+    from generator.tables import campaign_views
+
+    runs = tmp_path / "runs"
+    manifest = factory.manifest()
+    trial = factory.trial(manifest, "b1")
+    manifest["created_at"], trial["created_at"] = "2026-09-28T09:00:00Z", "2026-09-30T23:59:59Z"
+    for record in (manifest, trial):
+        records.append(runs, record)
+    prices = tmp_path / "prices.csv"
+    prices.write_text("catalog_version,gpu,gpu_name,cards_per_lot,memory_per_card_gb,days,price_per_lot,currency\n"
+                      "2026-12-01,rtx-4090,RTX 4090,1,24,3,40.00,USD\n", encoding="utf-8")
+    (view,) = campaign_views(records.load(runs))
+    with zipfile.ZipFile(io.BytesIO(campaign_bundle(view, runs=runs, catalog=prices))) as archive:
+        assert {name.split("/")[0] for name in archive.namelist()} == {"camp-evidence"}
+        assert b"Bagging-Date: 2026-09-30\n" in archive.read("camp-evidence/bag-info.txt")
+        assert archive.read("camp-evidence/data/catalog.csv").decode() == (
+            "catalog_version,gpu,gpu_name,cards_per_lot,memory_per_card_gb,days,price_per_lot,currency\n"
+            "2026-12-01,rtx-4090,RTX 4090,1,24,3,40.00,USD\n")
+    rentals_only = tmp_path / "rentals-only"
+    records.append(rentals_only, factory.rental())
+    (view,) = campaign_views(records.load(rentals_only))
+    with zipfile.ZipFile(io.BytesIO(campaign_bundle(view, runs=rentals_only))) as archive:
+        assert b"Bagging-Date: 1980-01-01\n" in archive.read("camp-evidence/bag-info.txt")
