@@ -67,6 +67,19 @@ def site(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def browser(chromium_path):
+    """One headless Chromium for the module: each test opens its own pages in it."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
 def page_paths(site):
     trial_page = sorted((site / "campaigns" / "camp" / "trials").glob("*.html"))[0]
     merged = site / "campaigns" / "merged"
@@ -83,84 +96,65 @@ def axe_violations(page) -> list:
 
 
 @pytest.mark.slow
-def test_every_page_type_loads_offline_accessible_and_no_wider_than_the_window(site, chromium_path, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_FLAGS)
-        try:
-            for name, path in page_paths(site).items():
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                errors, outside, dialogs = [], [], []
-                page.on("console", lambda message, errors=errors: errors.append(message.text) if message.type == "error" else None)
-                page.on("pageerror", lambda error, errors=errors: errors.append(str(error)))
-                page.on("dialog", lambda dialog, dialogs=dialogs: (dialogs.append(dialog.message), dialog.dismiss()))
-                page.on("request", lambda request, outside=outside: outside.append(request.url)
-                        if not request.url.startswith("file://") else None)
-                page.goto(path.as_uri(), wait_until="load")
-                assert page.title(), name
-                screenshot = tmp_path / f"{name}.png"
-                page.screenshot(path=str(screenshot), full_page=True)
-                assert screenshot.stat().st_size > 1000
-                # Wide tables scroll inside their own box: the page never scrolls sideways at 1,280 px.
-                assert page.evaluate("document.documentElement.scrollWidth") <= 1280, name
-                assert errors == [], (name, errors)
-                assert outside == [], (name, outside)
-                assert dialogs == [], (name, dialogs)
-                assert axe_violations(page) == [], name
-                page.close()
-        finally:
-            browser.close()
+def test_every_page_type_loads_offline_accessible_and_no_wider_than_the_window(site, browser, tmp_path):
+    for name, path in page_paths(site).items():
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors, outside, dialogs = [], [], []
+        page.on("console", lambda message, errors=errors: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error, errors=errors: errors.append(str(error)))
+        page.on("dialog", lambda dialog, dialogs=dialogs: (dialogs.append(dialog.message), dialog.dismiss()))
+        page.on("request", lambda request, outside=outside: outside.append(request.url)
+                if not request.url.startswith("file://") else None)
+        page.goto(path.as_uri(), wait_until="load")
+        assert page.title(), name
+        screenshot = tmp_path / f"{name}.png"
+        page.screenshot(path=str(screenshot))  # the window as a reader first sees it: something was painted
+        assert screenshot.stat().st_size > 1000
+        # Wide tables scroll inside their own box: the page never scrolls sideways at 1,280 px.
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280, name
+        assert errors == [], (name, errors)
+        assert outside == [], (name, outside)
+        assert dialogs == [], (name, dialogs)
+        assert axe_violations(page) == [], name
+        page.close()
 
 
 @pytest.mark.slow
-def test_a_hostile_note_is_inert(site, chromium_path):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_FLAGS)
-        try:
-            page = browser.new_page()
-            dialogs = []
-            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-            page.goto((site / "notes" / "decision.html").as_uri(), wait_until="load")
-            for link in page.query_selector_all("main a"):
-                if link.get_attribute("href") is None:
-                    link.click()  # a neutralised link does nothing when clicked
-            assert dialogs == []
-            assert page.evaluate("document.querySelectorAll('script, iframe, object, embed, img').length") == 0
-            urls = page.evaluate("[...document.querySelectorAll('[href], [src], [action]')]"
-                                 ".map(e => e.getAttribute('href') || e.getAttribute('src') || e.getAttribute('action'))")
-            assert not [url for url in urls if url.strip().lower().startswith(("javascript:", "data:", "vbscript:"))]
-            handlers = page.evaluate("[...document.querySelectorAll('*')].flatMap(e => [...e.attributes].map(a => a.name))"
-                                     ".filter(n => n.startsWith('on'))")
-            assert handlers == []
-            hrefs = [link.get_attribute("href") for link in page.query_selector_all("main a[href]")]
-            assert "../campaigns/camp/index.html" in hrefs and "https://example.invalid/spec" in hrefs
-        finally:
-            browser.close()
+def test_a_hostile_note_is_inert(site, browser):
+    page = browser.new_page()
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto((site / "notes" / "decision.html").as_uri(), wait_until="load")
+    for link in page.query_selector_all("main a"):
+        if link.get_attribute("href") is None:
+            link.click()  # a neutralised link does nothing when clicked
+    assert dialogs == []
+    assert page.evaluate("document.querySelectorAll('script, iframe, object, embed, img').length") == 0
+    urls = page.evaluate("[...document.querySelectorAll('[href], [src], [action]')]"
+                         ".map(e => e.getAttribute('href') || e.getAttribute('src') || e.getAttribute('action'))")
+    assert not [url for url in urls if url.strip().lower().startswith(("javascript:", "data:", "vbscript:"))]
+    handlers = page.evaluate("[...document.querySelectorAll('*')].flatMap(e => [...e.attributes].map(a => a.name))"
+                             ".filter(n => n.startsWith('on'))")
+    assert handlers == []
+    hrefs = [link.get_attribute("href") for link in page.query_selector_all("main a[href]")]
+    assert "../campaigns/camp/index.html" in hrefs and "https://example.invalid/spec" in hrefs
+    page.close()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["merged campaign", "decision"])
-def test_printed_on_a4_every_column_is_on_paper(site, chromium_path, name):
-    from playwright.sync_api import sync_playwright
+def test_printed_on_a4_every_column_is_on_paper(site, browser, name):
     from pypdf import PdfReader
 
-    path = page_paths(site)[name]
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_FLAGS)
-        try:
-            page = browser.new_page()
-            page.goto(path.as_uri(), wait_until="load")
-            headers = page.evaluate("[...document.querySelectorAll('table.variants thead th, table.decision thead th')]"
-                                    ".map(th => th.innerText)")
-            # Text at the far right edge of each wide table: its last column's cells.
-            last_cells = page.evaluate("[...document.querySelectorAll('table.variants tbody tr, table.decision tbody tr')]"
-                                       ".map(tr => tr.lastElementChild.innerText)")
-            pdf = page.pdf(format="A4", print_background=False)
-        finally:
-            browser.close()
+    page = browser.new_page()
+    page.goto(page_paths(site)[name].as_uri(), wait_until="load")
+    headers = page.evaluate("[...document.querySelectorAll('table.variants thead th, table.decision thead th')]"
+                            ".map(th => th.innerText)")
+    # Text at the far right edge of each wide table: its last column's cells.
+    last_cells = page.evaluate("[...document.querySelectorAll('table.variants tbody tr, table.decision tbody tr')]"
+                               ".map(tr => tr.lastElementChild.innerText)")
+    pdf = page.pdf(format="A4", print_background=False)
+    page.close()
     text = " ".join(" ".join(page.extract_text().split()) for page in PdfReader(io.BytesIO(pdf)).pages)
     # NFKC: the PDF font sets "fi" as one ligature glyph.
     squeezed = unicodedata.normalize("NFKC", text).replace(" ", "").replace("-", "")
