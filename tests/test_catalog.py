@@ -124,3 +124,22 @@ def test_quote_refuses_an_accepted_count_that_is_not_a_whole_number(accepted):
 def test_options_list_a_gpus_packages_shortest_first():
     catalog = parse_catalog(HEADER + "v1,x,X,1,,7,20.00,USD\nv1,x,X,1,,3,10.00,USD\nv1,y,Y,1,,3,9.00,USD\n", "options.csv")
     assert catalog.options("x") == "3 days at 10.00 USD per lot, 7 days at 20.00 USD per lot"
+
+
+def test_gigabytes_convert_to_gibibytes_to_two_places():
+    from generator.catalog import gb_to_gib
+
+    assert gb_to_gib(Decimal("24")) == Decimal("22.35")  # 24e9 / 2**30 = 22.3517...
+    assert gb_to_gib(Decimal("80")) == Decimal("74.51")
+    assert gb_to_gib(Decimal("1.073741824")) == Decimal("1.00")
+
+
+def test_snapshot_gives_every_row_as_plain_strings_sorted_by_gpu_and_days():
+    catalog = parse_catalog(HEADER + "v1,y,Y,2,,7,2071.00,USD\nv1,x,X,1,24,7,20.00,USD\nv1,x,X,1,24,3,10.00,USD\n", "snap.csv")
+    assert catalog.snapshot() == {"version": "v1", "source": "snap.csv", "rows": [
+        {"gpu": "x", "gpu_name": "X", "cards_per_lot": 1, "memory_per_card_gb": "24", "days": 3, "price_per_lot": "10.00",
+         "currency": "USD"},
+        {"gpu": "x", "gpu_name": "X", "cards_per_lot": 1, "memory_per_card_gb": "24", "days": 7, "price_per_lot": "20.00",
+         "currency": "USD"},
+        {"gpu": "y", "gpu_name": "Y", "cards_per_lot": 2, "memory_per_card_gb": None, "days": 7, "price_per_lot": "2071.00",
+         "currency": "USD"}]}

@@ -136,6 +136,11 @@ def test_deadline_window_and_lots_divide_independent_corpora(tmp_path):
     assert row.lots == 2 and row.plan.total == Decimal("94.28")
     assert f"{row.hours[2]:.4f}" == f"{(500 * 108 + 0.004) / 3600:.4f}"
     assert row.feasible
+    assert row.plan.describe().startswith("2 lots × 3-day RTX 4090 at 47.14 USD per lot, catalog 2026-09-24, ")
+    single = {**QUESTION, "corpora": 10, "budget": None}
+    write_machine(tmp_path / "one", "run-b", RTX_4090, {"b1": [100, 102, 104, 106, 108]}, question=single)
+    (one,) = report_of(tmp_path / "one")[0].rows
+    assert one.plan.describe().startswith("1 lot × 3-day RTX 4090 at 47.14 USD per lot, catalog 2026-09-24, ")
 
 
 def test_entries_are_one_stream_that_lots_do_not_divide(tmp_path):

@@ -149,25 +149,6 @@ def test_every_cell_of_a_configuration_without_success_is_empty_with_its_reason(
     assert [cells[index].get_text(strip=True) for index in (6, 7, 11)] == ["0", "1", "0/0"]  # counts, not measurements
 
 
-def test_separation_says_separated_overlapping_or_spread_as_large_as_the_gap():
-    """Regression for #13: the separation rule had no fixture of its own."""
-    from generator.tables import VariantSummary, separate
-
-    def summary(name, seconds):
-        return VariantSummary(name, "batch", {}, [], durations=[(f"t{i}", value) for i, value in enumerate(seconds)])
-
-    fast, slow = summary("fast", [1.0, 1.1, 1.2]), summary("slow", [2.0, 2.1, 2.2])
-    statement = separate(slow, fast)
-    assert statement["separated"] is True and statement["text"].startswith("fast was faster than slow in every repetition")
-    overlapping = separate(summary("a", [1.0, 1.5, 2.0]), summary("b", [1.8, 2.5, 3.0]))
-    assert overlapping["separated"] is False and overlapping["text"].endswith("and their ranges overlap.")
-    # No overlap, but the spread (1.0 s) is as large as the gap between medians (1.0 s): not separated.
-    wide = separate(summary("c", [1.0, 1.5, 2.0]), summary("d", [2.1, 2.5, 2.6]))
-    assert wide["separated"] is False and "spread of the repetitions (1.000 s) is comparable" in wide["text"]
-    assert not wide["text"].endswith("overlap.")
-    assert separate(summary("e", [1.0]), summary("f", [2.0, 2.1]))["separated"] is None
-
-
 def test_campaign_with_only_failures_still_renders_with_its_failure(site):
     page = soup(site / "campaigns" / "broken" / "index.html")
     assert "model_load" in page.select_one("table.failures").get_text()

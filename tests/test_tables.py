@@ -166,3 +166,45 @@ def test_separation_compares_every_pair_once_in_variant_order(tmp_path):
     names = [tuple(label.split(" · ")[0] for label in s["pair"]) for s in statements]
     assert names == [("b1", "b4"), ("b1", "b8"), ("b4", "b8")]
     assert all(s["separated"] for s in statements)
+
+
+def _summary(name, seconds):
+    from generator.tables import VariantSummary
+
+    return VariantSummary(name, "batch", {}, [], durations=[(f"t{i}", value) for i, value in enumerate(seconds)])
+
+
+def test_separation_says_separated_overlapping_or_spread_as_large_as_the_gap():
+    """Regression for #13: the separation rule had no fixture of its own."""
+    from generator.tables import separate
+
+    fast, slow = _summary("fast", [1.0, 1.1, 1.2]), _summary("slow", [2.0, 2.1, 2.2])
+    for statement in (separate(slow, fast), separate(fast, slow)):
+        assert statement["separated"] is True
+        assert statement["text"] == ("fast was faster than slow in every repetition: slowest 1.200 s against fastest "
+                                     "2.000 s; medians 1.100 s and 2.100 s (48% less time).")
+    assert separate(slow, fast)["pair"] == ("slow", "fast")
+    overlapping = separate(_summary("a", [1.0, 1.5, 2.0]), _summary("b", [1.8, 2.5, 3.0]))
+    assert overlapping == {"pair": ("a", "b"), "separated": False,
+                           "text": "a and b: the series has not separated them. The spread of the repetitions (1.200 s) is "
+                                   "comparable to the difference between medians (1.000 s) and their ranges overlap."}
+    # No overlap, but the spread (1.0 s) is as large as the gap between medians (1.0 s): not separated.
+    wide = separate(_summary("c", [1.0, 1.5, 2.0]), _summary("d", [2.1, 2.5, 2.6]))
+    assert wide["separated"] is False and wide["text"] == (
+        "c and d: the series has not separated them. The spread of the repetitions (1.000 s) is comparable to the "
+        "difference between medians (1.000 s).")
+    # Ranges that only touch overlap: the slowest of one is the fastest of the other.
+    touching = separate(_summary("g", [1.0, 1.0, 2.0]), _summary("h", [2.0, 3.0, 3.0]))
+    assert touching["separated"] is False and touching["text"].endswith("and their ranges overlap.")
+    # A gap just larger than the spread separates.
+    assert separate(_summary("i", [1.0, 1.1, 1.2]), _summary("j", [1.3, 1.4, 1.5]))["separated"] is True
+
+
+@pytest.mark.parametrize(("first", "second"), [([1.0], [2.0, 2.1]), ([1.0, 1.1], [2.0]), ([], []), ([1.0], [2.0])])
+def test_separation_needs_two_successful_trials_of_each(first, second):
+    from generator.tables import separate
+
+    statement = separate(_summary("e", first), _summary("f", second))
+    assert statement == {"pair": ("e", "f"), "separated": None,
+                         "text": "e and f: cannot be compared, fewer than two successful trials for at least one of them."}
+    assert separate(_summary("e", [1.0, 1.1]), _summary("f", [2.0, 2.1]))["separated"] is True
