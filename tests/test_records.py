@@ -41,6 +41,23 @@ def test_append_then_load_round_trips_into_pandas(tmp_path):
     assert loaded.tables()["trial"].empty
 
 
+def test_loading_pauses_the_garbage_collector_and_gives_it_back_as_it_was(tmp_path):
+    import gc
+
+    records.append(tmp_path, rental())
+    assert gc.isenabled()
+    loaded = records.load(tmp_path)
+    assert gc.isenabled()
+    loaded.tables()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        records.load(tmp_path).tables()
+        assert not gc.isenabled()  # a caller that had paused it keeps it paused
+    finally:
+        gc.enable()
+
+
 def test_torn_last_line_is_reported_and_the_next_append_starts_a_new_line(tmp_path, cli):
     path = records.append(tmp_path, rental())
     intact = path.read_bytes()
