@@ -143,3 +143,12 @@ def test_snapshot_gives_every_row_as_plain_strings_sorted_by_gpu_and_days():
          "currency": "USD"},
         {"gpu": "y", "gpu_name": "Y", "cards_per_lot": 2, "memory_per_card_gb": None, "days": 7, "price_per_lot": "2071.00",
          "currency": "USD"}]}
+
+
+def test_cost_per_validated_corpus_says_why_it_is_undefined():
+    from generator.catalog import cost_per_validated_corpus
+
+    assert cost_per_validated_corpus(Decimal("94.28"), None) == (None, "the number of accepted results was not given")
+    assert cost_per_validated_corpus(Decimal("94.28"), 0) == (
+        None, "undefined: no result was accepted, so the spend buys no validated corpus")
+    assert cost_per_validated_corpus(Decimal("94.28"), 3) == (Decimal("31.43"), None)

@@ -93,6 +93,10 @@ def test_peaks_read_ok_trials_only_and_say_why_when_none(tmp_path):
     (cpu_summary,) = _view(tmp_path / "cpu", cpu_manifest, broken).variants
     assert cpu_summary.peak("host_peak_rss_bytes") == (None, "no successful trial measured it")
     assert cpu_summary.peak("gpu_peak_allocated_bytes") == (None, "no GPU: the variant runs on cpu")
+    other = factory.trial(cpu_manifest, "b1", status="error", failed_phase="model_load", sequence=2)
+    other["memory"]["gpu_memory_reason"] = "a) driver too old"
+    (two_reasons,) = _view(tmp_path / "two", cpu_manifest, broken, other).variants
+    assert two_reasons.peak("gpu_peak_allocated_bytes") == (None, "a) driver too old; no GPU: the variant runs on cpu")
     broken["memory"]["gpu_memory_reason"] = None
     (unexplained,) = _view(tmp_path / "unexplained", cpu_manifest, broken).variants
     assert unexplained.peak("gpu_peak_allocated_bytes") == (None, "no successful trial measured it")
