@@ -104,3 +104,145 @@ def test_catalog_words_must_all_be_in_the_gpu_name_letters_included():
 def test_manifest_gpus_lists_names_and_blank_for_a_nameless_card():
     assert manifest_gpus({"environment": {"gpus": [{"name": "NVIDIA H100"}, {"index": 1}]}}) == ["NVIDIA H100", ""]
     assert manifest_gpus({"environment": {"gpus": None}}) == [] and manifest_gpus({}) == []
+
+
+CATALOG = parse_catalog(HEADER + "v9,rtx-4090,RTX 4090,1,24,3,47.14,USD\nv9,rtx-4090,RTX 4090,1,24,7,110.00,USD\n"
+                        "v9,b200,B200,2,,7,2071.00,USD\n", "plan.csv")
+
+
+def _configuration(device="gpu", gpu_name="NVIDIA GeForce RTX 4090", gpu_count=1):
+    from generator.configuration import Configuration
+
+    return Configuration("b1", (), device, gpu_name if device == "gpu" else None, gpu_count if device == "gpu" else 0,
+                         "Test CPU", 2, "2.13.0", None, None, "no manifest" if device == "unknown" else None)
+
+
+def _plan_row(configuration, window=(3600.0, 3600.0, 3600.0), one_time=(0.0, 0.0)):
+    row = decision.Row(SimpleNamespace(configuration=configuration, label="b1", key="b1"), {"ok": 5}, window, one_time)
+    return row
+
+
+def _question(**stated):
+    fields = {"declared": True, "corpora": 1, "entries": None, "window_hours": None, "window_start": None, "window_end": None,
+              "time_zone": None, "deadline": None, "deadline_hours": None, "budget": None}
+    fields.update(stated)
+    return decision.Question(**fields)
+
+
+@pytest.mark.parametrize(("configuration", "reason"), [
+    (None, "not in the catalog: CPU"), (_configuration("cpu"), "not in the catalog: CPU"),
+    (_configuration(gpu_name="NVIDIA A100-SXM4-80GB"), "not in the catalog: NVIDIA A100-SXM4-80GB"),
+    (_configuration("unknown"), "no plan: unknown hardware (no manifest)")])
+def test_hardware_the_catalog_does_not_price_is_projected_on_one_machine_without_a_plan(configuration, reason):
+    row = _plan_row(configuration, window=(1800.0, 3600.0, 7200.0), one_time=(36.0, 72.0))
+    decision._plan(row, _question(corpora=4), 100, CATALOG)
+    assert (row.plan, row.plan_reason, row.lots) == (None, reason, 1)
+    assert row.hours == pytest.approx(((1800 * 4 + 36) / 3600, (3600 * 4 + 54) / 3600, (7200 * 4 + 72) / 3600))
+
+
+def test_the_plan_names_the_cheapest_covering_package_and_what_is_spare():
+    row = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0), one_time=(0.0, 0.0))
+    decision._plan(row, _question(corpora=10, window_hours=Decimal("72")), 100, CATALOG)
+    assert row.plan == decision.Plan(CATALOG.gpus["rtx-4090"], 3, 1, Decimal("47.14"), Decimal("47.14"), "USD", "v9", 72,
+                                     Decimal("62"))
+    assert (row.lots, row.capacity_bytes, row.capacity_reason) == (1, 24 * 10**9, None)
+    # 73 projected hours do not fit a 3-day package: the 7-day one does, with 95 hours spare.
+    long = _plan_row(_configuration(), window=(3600.0 * 73, 3600.0 * 73, 3600.0 * 73))
+    decision._plan(long, _question(), 100, CATALOG)
+    assert (long.plan.days, long.plan.total, long.plan.spare_hours) == (7, Decimal("110.00"), Decimal("95"))
+    # No window stated: the projection alone sets what must be covered.
+    short = _plan_row(_configuration(), window=(60.0, 60.0, 60.0))
+    decision._plan(short, _question(), 100, CATALOG)
+    assert (short.plan.days, short.plan.package_hours) == (3, 72)
+
+
+def test_lots_follow_the_cards_of_the_machine_and_the_cards_of_a_lot():
+    three = _plan_row(_configuration(gpu_name="NVIDIA B200", gpu_count=3), window=(60.0, 60.0, 60.0))
+    decision._plan(three, _question(), 100, CATALOG)
+    assert three.lots == 2 and three.plan.total == Decimal("4142.00")  # 3 cards need 2 lots of 2; never × cards
+    assert three.capacity_bytes is None and three.capacity_reason == "the catalog does not state B200's memory"
+    two = _plan_row(_configuration(gpu_count=2), window=(60.0, 60.0, 60.0))
+    decision._plan(two, _question(), 100, CATALOG)
+    assert two.lots == 2 and two.plan.total == Decimal("94.28")
+
+
+def test_more_lots_only_for_independent_corpora_that_would_miss_the_limit():
+    # 4 corpora × 10 h = 40 h on one lot; a 24 h deadline needs 2 lots (20 h); exactly 20 h is within a 20 h limit.
+    row = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
+    decision._plan(row, _question(corpora=4, deadline_hours=Decimal("20")), 100, CATALOG)
+    assert row.lots == 2 and row.hours[2] == 20.0
+    three = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
+    decision._plan(three, _question(corpora=3, deadline_hours=Decimal("20")), 100, CATALOG)
+    assert three.lots == 2  # ceil(3 / 2) = 2 corpora per lot, 20 h
+    lone = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
+    decision._plan(lone, _question(corpora=1, deadline_hours=Decimal("5")), 100, CATALOG)
+    assert lone.lots == 1  # one corpus is never split across lots
+    stream = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
+    decision._plan(stream, _question(corpora=None, entries=400, deadline_hours=Decimal("20")), 100, CATALOG)
+    assert stream.lots == 1 and stream.hours[2] == 40.0  # one stream: lots do not divide it
+    missed = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
+    decision._plan(missed, _question(corpora=2, deadline_hours=Decimal("1")), 100, CATALOG)
+    assert missed.lots == 1  # no number of lots fits: the fewest, and the condition will say so
+    unlimited = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
+    decision._plan(unlimited, _question(corpora=4), 100, CATALOG)
+    assert unlimited.lots == 1 and unlimited.hours[2] == 40.0
+
+
+def test_without_a_covering_package_the_plan_says_what_would_cover_and_never_extends():
+    row = _plan_row(_configuration(gpu_count=2), window=(3600.0, 3600.0, 3600.0))
+    decision._plan(row, _question(window_hours=Decimal("200")), 100, CATALOG)
+    assert row.plan is None and row.plan_reason == (
+        "no listed RTX 4090 package covers 200 h; 3 consecutive 3-day periods × 2 lots would, 282.84 USD, bought "
+        "explicitly (never extended)")
+    one = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0))
+    decision._plan(one, _question(window_hours=Decimal("200")), 100, CATALOG)
+    assert "3 consecutive 3-day periods × 1 lot would, 141.42 USD" in one.plan_reason  # cheaper than 2 × 7 days
+    unmeasured = _plan_row(_configuration(), window=(None, None, None), one_time=(None, None))
+    decision._plan(unmeasured, _question(), 100, CATALOG)
+    assert (unmeasured.plan, unmeasured.plan_reason, unmeasured.hours) == (None, "no successful trial to project from", None)
+
+
+def test_projection_adds_the_one_time_phases_to_the_windows_per_lot():
+    row = _plan_row(None, window=(10.0, 20.0, 40.0), one_time=(3.0, 9.0))
+    assert decision._projected(row, _question(corpora=5), 100, 2) == pytest.approx(
+        ((10 * 3 + 3) / 3600, (20 * 3 + 6) / 3600, (40 * 3 + 9) / 3600))
+    assert decision._projected(row, _question(corpora=None), 100, 1) == pytest.approx((13 / 3600, 26 / 3600, 49 / 3600))
+    stream = _question(corpora=None, entries=250)
+    assert decision._projected(row, stream, 100, 4) == pytest.approx(((25 + 3) / 3600, (50 + 6) / 3600, (100 + 9) / 3600))
+    assert decision._projected(row, stream, None, 1) is None
+    assert decision._hours(1.23456789) == Decimal("1.2346") and decision._hours(2.0) == Decimal("2.0")
+
+
+def test_trial_table_and_figures_per_configuration(tmp_path):
+    from generator import records
+    from generator.tables import campaign_views
+    from tests import factory
+
+    manifest = factory.manifest()
+    trials = [factory.trial(manifest, "b1", seconds=s, repetition=n, sequence=n) for n, s in enumerate((2.0, 4.0, 3.0), 1)]
+    trials[1]["phases"]["compilation"] = {"duration_ns": None, "reason": "torch.compile is off for this variant"}
+    trials[2]["corpus_accepted"] = False
+    trials[2]["id_check"]["ids_match"] = False
+    failed = factory.trial(manifest, "b1", status="oom", failed_phase="measured_window", sequence=4, repetition=4)
+    broken = factory.trial(manifest, "b8", status="error", failed_phase="model_load", sequence=5, batch_size=8)
+    for record in (manifest, *trials, failed, broken):
+        records.append(tmp_path, record)
+    (view,) = campaign_views(records.load(tmp_path))
+    table = decision.trial_table(view)
+    assert list(table.columns) == ["configuration", "run_id", "status", "accepted", "ids_match", "window_s", "one_time_s"]
+    b1, b8 = view.variants[0].key, view.variants[1].key
+    assert table.to_dict("records")[:4] == [
+        {"configuration": b1, "run_id": "run-1", "status": "ok", "accepted": True, "ids_match": True, "window_s": 2.0,
+         "one_time_s": pytest.approx(0.004)},
+        {"configuration": b1, "run_id": "run-1", "status": "ok", "accepted": True, "ids_match": True, "window_s": 4.0,
+         "one_time_s": pytest.approx(0.003)},  # no compilation phase: nothing added for it
+        {"configuration": b1, "run_id": "run-1", "status": "ok", "accepted": False, "ids_match": False, "window_s": 3.0,
+         "one_time_s": pytest.approx(0.004)},
+        {"configuration": b1, "run_id": "run-1", "status": "oom", "accepted": False, "ids_match": None,
+         "window_s": pytest.approx(float("nan"), nan_ok=True), "one_time_s": pytest.approx(float("nan"), nan_ok=True)}]
+    assert str(table["window_s"].dtype) == "float64" and str(table["one_time_s"].dtype) == "float64"
+    figures = decision._figures(table)
+    assert figures[b1] == {"statuses": {"ok": 3, "oom": 1}, "window": (2.0, 3.0, 4.0),
+                           "one_time": (pytest.approx(0.003), pytest.approx(0.004))}
+    assert figures[b8] == {"statuses": {"error": 1}, "window": (None, None, None), "one_time": (None, None)}
+    assert decision._figures(decision.trial_table(SimpleNamespace(variants=[]))) == {}
