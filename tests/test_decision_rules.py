@@ -246,3 +246,104 @@ def test_trial_table_and_figures_per_configuration(tmp_path):
                            "one_time": (pytest.approx(0.003), pytest.approx(0.004))}
     assert figures[b8] == {"statuses": {"error": 1}, "window": (None, None, None), "one_time": (None, None)}
     assert decision._figures(decision.trial_table(SimpleNamespace(variants=[]))) == {}
+
+
+def _rental(record_id, total, created_at, currency="USD"):
+    return {"record_id": record_id, "total": total, "currency": currency, "created_at": created_at}
+
+
+def test_observed_spend_sums_each_linked_rental_once_and_divides_by_distinct_corpora():
+    trials = [{"run_id": "run-a"}, {"run_id": "run-b"}, {"run_id": "run-a"}]
+    row = decision.Row(SimpleNamespace(trials=trials, key="k1", label="b1"), {}, (None,) * 3, (None,) * 2)
+    later, earlier = _rental("r2", "52.86", "2026-10-02T00:00:00Z"), _rental("r1", "47.14", "2026-10-01T00:00:00Z")
+    row.deliverables = 3
+    decision._observed(row, {"run-a": [later, earlier], "run-b": [earlier]}, {"run-a": {"k1"}, "run-b": {"k1", "k2"}})
+    assert [r["record_id"] for r in row.observed_rentals] == ["r1", "r2"]  # in the order they were rented
+    assert (row.observed_spend, row.observed_currency, row.observed_reason) == (Decimal("100.00"), "USD", None)
+    assert (row.cost_per_corpus, row.cost_reason, row.shared_with) == (Decimal("33.33"), None, 1)
+    none = decision.Row(SimpleNamespace(trials=trials, key="k1", label="b1"), {}, (None,) * 3, (None,) * 2)
+    none.deliverables = 2
+    decision._observed(none, {}, {})
+    assert (none.observed_spend, none.observed_reason, none.cost_reason, none.shared_with) == (
+        None, "no rental linked to its runs", "undefined: no rental linked to its runs", 0)
+    mixed = decision.Row(SimpleNamespace(trials=trials, key="k1", label="b1"), {}, (None,) * 3, (None,) * 2)
+    decision._observed(mixed, {"run-a": [earlier, _rental("r3", "10.00", "2026-10-03T00:00:00Z", "EUR")]}, {"run-a": {"k1"}})
+    assert (mixed.observed_spend, mixed.observed_reason) == (None, "rentals mix currencies (EUR, USD)")
+    undelivered = decision.Row(SimpleNamespace(trials=trials, key="k1", label="b1"), {}, (None,) * 3, (None,) * 2)
+    decision._observed(undelivered, {"run-a": [earlier]}, {"run-a": {"k1"}})
+    assert (undelivered.observed_spend, undelivered.cost_per_corpus) == (Decimal("47.14"), None)
+    assert undelivered.cost_reason == "undefined: no accepted deliverable" and undelivered.shared_with == 0
+
+
+def _verdict(value, passed):
+    return {"metric": "accuracy", "value": value, "threshold": 0.7, "passed": passed}
+
+
+def _conditions_row(trials, hours=(1.0, 2.0, 3.0), plan_total=None, plan_reason=None):
+    row = decision.Row(SimpleNamespace(trials=trials, key="k", label="b1"), {}, (None,) * 3, (None,) * 2, hours=hours)
+    row.plan = SimpleNamespace(total=Decimal(plan_total)) if plan_total else None
+    row.plan_reason = plan_reason
+    return row
+
+
+def test_conditions_name_each_failed_rule_and_limits_are_inclusive():
+    good = {"status": "ok", "corpus_accepted": True, "id_check": {"ids_match": True}, "quality": {"verdicts": []}}
+    rejected = {"status": "ok", "corpus_accepted": False, "id_check": {"ids_match": False},
+                "quality": {"verdicts": [_verdict(0.612, False), _verdict(None, False)]}}
+    question = _question(window_hours=Decimal("3"), deadline_hours=Decimal("3"), budget=Decimal("47.14"))
+    assert decision._conditions(_conditions_row([good, good], plan_total="47.14"), question) == []  # all exactly at the limit
+    assert decision._conditions(_conditions_row([good, rejected], hours=(1, 2, 3.00006), plan_total="47.15"), question) == [
+        "quality: 1 of 2 successful trials not accepted (accuracy 0.612 < 0.7)",
+        "ids: 1 of 2 successful trials did not return every id exactly once",
+        "window: projected up to 3.00 h, longer than the 3 h access window",
+        "deadline: projected up to 3.00 h, later than the 3 h until the deadline",
+        "budget: planned 47.15 exceeds the ceiling 47.14"]
+    no_misses = dict(rejected, id_check={"ids_match": True}, quality={"verdicts": []})
+    assert decision._conditions(_conditions_row([no_misses], hours=None), _question()) == [
+        "quality: 1 of 1 successful trials not accepted (ids or format)"]
+    failed = {"status": "oom"}
+    assert decision._conditions(_conditions_row([failed], hours=None, plan_reason="not in the catalog: CPU"),
+                                _question(budget=Decimal("10"))) == [
+        "quality: no successful trial", "budget: cannot be checked (not in the catalog: CPU)"]
+
+
+def test_cards_to_measure_are_priced_for_the_window_or_say_none_covers_it():
+    measured = [decision.Row(SimpleNamespace(configuration=_configuration(), trials=[]), {}, (None,) * 3, (None,) * 2)]
+    cards = decision._to_measure(measured, _question(window_hours=Decimal("72")), CATALOG)
+    assert cards == [{"card": CATALOG.gpus["b200"], "days": 7, "total": Decimal("2071.00"), "currency": "USD", "reason": None}]
+    exact = decision._to_measure([], _question(window_hours=Decimal("168")), CATALOG)
+    assert [(c["card"].slug, c["days"], c["total"]) for c in exact] == [("b200", 7, Decimal("2071.00")),
+                                                                        ("rtx-4090", 7, Decimal("110.00"))]
+    longer = decision._to_measure([], _question(window_hours=Decimal("169")), CATALOG)
+    assert longer[1] == {"card": CATALOG.gpus["rtx-4090"], "days": None, "total": None, "currency": None,
+                         "reason": "no listed package covers the 169 h window; listed: 3 days at 47.14 USD per lot, "
+                                   "7 days at 110.00 USD per lot"}
+    no_window = decision._to_measure([], _question(), CATALOG)
+    assert [(c["card"].slug, c["days"]) for c in no_window] == [("b200", 7), ("rtx-4090", 3)]
+
+
+def test_decide_counts_distinct_corpora_per_configuration_and_rentals_shared_by_configurations(tmp_path):
+    from generator import records
+    from generator.tables import campaign_views
+    from tests import factory
+
+    gpu = factory.machine("NVIDIA GeForce RTX 4090", cuda="12.8", driver="570.86")
+    manifest = factory.manifest("camp", "run-1", environment=gpu, title="Camp title")
+    b1 = [factory.trial(manifest, "b1", seconds=2.0, repetition=n, sequence=n, gpu=True) for n in (1, 2)]
+    b8 = [factory.trial(manifest, "b8", seconds=1.0, repetition=n, sequence=2 + n, gpu=True, batch_size=8) for n in (1, 2)]
+    written = [manifest, *b1, *b8, factory.rental("camp", runs=["run-1"]),
+               factory.deliverable("camp", b1[0], "c"), factory.deliverable("camp", b1[1], "d")]
+    for record in written:
+        records.append(tmp_path, record)
+    (view,) = campaign_views(records.load(tmp_path))
+    report = decision.decide(view, CATALOG)
+    assert (report.campaign, report.title, report.corpus_entries, report.catalog_version) == ("camp", "Camp title", 100, "v9")
+    rows = {row.summary.name: row for row in report.rows}
+    assert rows["b1"].deliverables == 2 and rows["b8"].deliverables == 0
+    assert rows["b1"].cost_per_corpus == Decimal("23.57")  # 47.14 over two distinct corpora
+    assert rows["b1"].shared_with == 1 and rows["b8"].shared_with == 1  # one rental paid for both configurations
+    alone = tmp_path / "alone"
+    for record in (manifest, *b1, factory.rental("camp", runs=["run-1"])):
+        records.append(alone, record)
+    (single,) = decision.decide(campaign_views(records.load(alone))[0], CATALOG).rows
+    assert single.shared_with == 0 and single.observed_spend == Decimal("47.14")
