@@ -351,3 +351,50 @@ def test_decision_report_reads_the_catalog_it_is_given_and_names_the_campaigns_t
     with pytest.raises(UserError) as error:
         decision_report(campaign="nope", runs=tmp_path / "empty")
     assert str(error.value).endswith("campaigns there: none")
+
+
+A8, A1 = (f"{v} · 1× NVIDIA GeForce RTX 4090 · torch 2.13.0+cu128" for v in ("b8", "b1"))
+PACKAGE = "1 lot × 3-day RTX 4090 at 47.14 USD per lot, catalog 2026-09-24"
+TEN = "10 independent corpora like the campaign's within the 72 h access window"
+PRICE_NOTE = "a price says nothing about a card's throughput."
+
+
+def test_the_answers_read_in_full(merged, tmp_path):
+    """Every sentence of the plain-language answer, for the merged, fastest, tie and no-question cases."""
+    report, _, _ = report_of(merged)
+    assert report.answer == (
+        f"Cheapest feasible configuration: {A8}. Planned 47.14 USD for {PACKAGE}, 71.91 h of the package spare after the "
+        f"work; projected 5.0 min to 5.7 min for {TEN}. Runner-up: {A1} plans the same spend, but the repetitions "
+        "separate them: median 32.000 s against 104.000 s per corpus, the ranges do not overlap. To measure: B200 "
+        f"(2071.00 USD for a 7-day lot); {PRICE_NOTE}")
+    assert report.summary_line == f"{A8}: planned 47.14 USD, projected up to 5.7 min"
+    question = {**QUESTION, "budget": None}
+    write_machine(tmp_path / "a", "run-4090", RTX_4090, {"b1": [100, 102, 104, 106, 108]}, question=question)
+    write_machine(tmp_path / "b", "run-ada", RTX_6000_ADA, {"b8": [25, 26, 27, 28, 29]}, question=question)
+    for part in ("a", "b"):
+        shutil.copytree(tmp_path / part, tmp_path / "runs", dirs_exist_ok=True)
+    ada8 = "b8 · 1× NVIDIA RTX 6000 Ada Generation · torch 2.13.0+cu128"
+    assert report_of(tmp_path / "runs")[0].answer == (
+        f"Cheapest feasible configuration: {A1}. Planned 47.14 USD for {PACKAGE}, 71.7 h of the package spare after the "
+        f"work; projected 16.7 min to 18.0 min for {TEN}. Runner-up: {ada8}, 8.57 USD more, 12.8 min faster (median "
+        f"projection). Fastest feasible: {ada8}, projected 4.5 min (median), planned 55.71 USD. To measure: B200 "
+        f"(2071.00 USD for a 7-day lot); {PRICE_NOTE}")
+    write_machine(tmp_path / "tie", "run-a", RTX_4090, {"b1": [30, 34, 31, 33, 32], "b8": [31, 35, 30, 32, 33]})
+    tie = report_of(tmp_path / "tie")[0]
+    assert tie.answer == (
+        f"Cheapest feasible configuration: {A1}. Planned 47.14 USD for {PACKAGE}, 71.91 h of the package spare after the "
+        f"work; projected 5.0 min to 5.7 min for {TEN}. Tie: {A1} and {A8} both plan 47.14 USD and the repetitions do "
+        f"not separate their durations. {A1} and {A8}: the series has not separated them. The spread of the repetitions "
+        "(5.000 s) is comparable to the difference between medians (0.000 s) and their ranges overlap. To measure: B200 "
+        f"(2071.00 USD for a 7-day lot), RTX 6000 Ada (55.71 USD for a 3-day lot); {PRICE_NOTE}")
+    assert tie.summary_line == f"tie at 47.14 USD: {A1} and {A8}"
+    write_machine(tmp_path / "cpu", "run-cpu", CPU, {"b1": [5, 5, 5, 5, 5]}, question=None)
+    cpu = report_of(tmp_path / "cpu")[0]
+    cpu1 = "b1 · CPU Test CPU, 2 threads · torch 2.13.0"
+    assert cpu.answer == (
+        f"No feasible configuration runs on hardware the catalog prices. {cpu1} meets the quality thresholds and is "
+        "projected at 0.1 min to 0.1 min for 1 corpus like the campaign's (no access window stated), but its package spend "
+        "is not in the catalog: CPU. To measure: B200 (2071.00 USD for a 7-day lot), RTX 4090 (47.14 USD for a 3-day "
+        f"lot), RTX 6000 Ada (55.71 USD for a 3-day lot); {PRICE_NOTE} The campaign file states no [decision] table, so "
+        "this answer assumes one corpus and no window.")
+    assert cpu.summary_line == f"no priced configuration yet; {cpu1} feasible (not in the catalog: CPU)"

@@ -347,3 +347,25 @@ def test_decide_counts_distinct_corpora_per_configuration_and_rentals_shared_by_
         records.append(alone, record)
     (single,) = decision.decide(campaign_views(records.load(alone))[0], CATALOG).rows
     assert single.shared_with == 0 and single.observed_spend == Decimal("47.14")
+
+
+def test_rental_links_that_do_not_hold_are_named_with_the_rental_the_run_and_what_was_seen():
+    from tests import factory
+
+    two_h100 = factory.manifest("camp", "run-h100", environment=factory.machine("NVIDIA H100", count=2))
+    cpu = factory.manifest("camp", "run-cpu", environment=factory.machine(None, cpu="EPYC"))
+    four = factory.manifest("camp", "run-4x", environment=factory.machine("NVIDIA GeForce RTX 4090", count=4))
+    good = factory.manifest("camp", "run-ok", environment=factory.machine("NVIDIA GeForce RTX 4090", count=2))
+    rental = factory.rental("camp", lots=2, runs=["run-h100", "run-cpu", "run-4x", "run-gone", "run-ok"])
+    view = SimpleNamespace(name="camp", manifests=[two_h100, cpu, four, good], rentals=[rental])
+    links, problems = decision.check_rentals(view)
+    where = f"rental {rental['record_id']} (2 lot(s) rtx-4090)"
+    assert problems == [
+        f"{where} names run run-h100, whose manifest observed NVIDIA H100, NVIDIA H100: the hardware does not match; it "
+        "is not counted for that run's configurations",
+        f"{where} names run run-cpu, whose manifest observed no GPU (CPU EPYC): the hardware does not match; it is not "
+        "counted for that run's configurations",
+        f"{where} covers 2 card(s) but run run-4x observed 4: it is not counted for that run's configurations",
+        f"{where} names run run-gone, which has no manifest in campaign camp; copy that run's records here or correct the "
+        "rental; it is not counted"]
+    assert links == {"run-ok": [rental]}
