@@ -369,3 +369,51 @@ def test_rental_links_that_do_not_hold_are_named_with_the_rental_the_run_and_wha
         f"{where} names run run-gone, which has no manifest in campaign camp; copy that run's records here or correct the "
         "rental; it is not counted"]
     assert links == {"run-ok": [rental]}
+
+
+def _trial(device="cpu", series="batch", **config):
+    return {"variant": "b1", "manifest_id": "m-1", "run_id": "run-1",
+            "variant_config": {"series": series, "batch_size": 1, **({"device": device} if device else {}), **config}}
+
+
+def test_configuration_of_a_cpu_variant_names_the_cpu_and_its_threads_and_ignores_the_series():
+    from generator.configuration import Configuration, configuration_of
+
+    environment = {"cpu": {"model": "EPYC", "usable_cores": 8}, "threads": {"torch_intra_op": 4},
+                   "gpus": [{"index": 0, "name": "NVIDIA H100"}], "cuda_version": "12.8", "driver_version": "570",
+                   "libraries": {"torch": "2.13.0"}}
+    found = configuration_of(_trial(), {"environment": environment})
+    assert found == Configuration("b1", (("batch_size", 1), ("device", "cpu")), "cpu", None, 0, "EPYC", 4, "2.13.0", None,
+                                  None)
+    assert configuration_of(_trial(series="precision"), {"environment": environment}) == found
+    no_device = configuration_of(_trial(device=None), {"environment": environment})
+    assert no_device.device == "cpu" and no_device.settings == (("batch_size", 1),)
+    no_threads = configuration_of(_trial(), {"environment": {**environment, "threads": None}})
+    assert no_threads.threads == 8 and no_threads.label() == "b1 · CPU EPYC, 8 threads · torch 2.13.0"
+    unread = configuration_of(_trial(), {"environment": {"cpu": None}})
+    assert unread.label() == "b1 · CPU model not read · torch version not read"
+
+
+def test_configuration_of_a_gpu_variant_finds_its_card_by_index_and_counts_the_same_cards():
+    from generator.configuration import configuration_of
+
+    gpus = [{"index": 0, "name": "NVIDIA H100"}, {"index": 1, "name": "NVIDIA GeForce RTX 4090"},
+            {"index": 2, "name": "NVIDIA GeForce RTX 4090"}]
+    environment = {"cpu": {"model": "EPYC"}, "threads": {"torch_intra_op": 4}, "gpus": gpus, "hip_version": "6.2",
+                   "driver_version": "570", "libraries": {"torch": "2.13.0+rocm6.2"}}
+    second = configuration_of(_trial("cuda:1"), {"environment": environment})
+    assert (second.device, second.gpu_name, second.gpu_count, second.cpu_model, second.threads) == (
+        "gpu", "NVIDIA GeForce RTX 4090", 2, "EPYC", 4)
+    assert (second.accelerator_runtime, second.driver, second.torch) == ("HIP 6.2", "570", "2.13.0+rocm6.2")
+    assert second.label(detailed=True) == "b1 · 2× NVIDIA GeForce RTX 4090 · torch 2.13.0+rocm6.2 · HIP 6.2 · driver 570"
+    first = configuration_of(_trial("cuda"), {"environment": environment})
+    assert (first.gpu_name, first.gpu_count) == ("NVIDIA H100", 1)
+    unindexed = [{"name": "NVIDIA A"}, {"name": "NVIDIA B"}]  # no index recorded: the position says which
+    assert configuration_of(_trial("cuda:1"), {"environment": {"gpus": unindexed}}).gpu_name == "NVIDIA B"
+    missing = configuration_of(_trial("cuda:2"), {"environment": {"gpus": unindexed, "cpu": {"model": "EPYC"}}})
+    assert (missing.device, missing.unknown_reason, missing.cpu_model) == (
+        "unknown", "the manifest lists no GPU 2 for device cuda:2", "EPYC")
+    lost = configuration_of(_trial("cuda:0"), None)
+    assert lost.device == "unknown" and lost.unknown_reason == "manifest m-1 of run run-1 is missing"
+    assert configuration_of(_trial("cuda"), {"environment": {"gpus": gpus, "cuda_version": "12.8"}}).accelerator_runtime == \
+        "CUDA 12.8"

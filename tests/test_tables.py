@@ -212,3 +212,27 @@ def test_separation_needs_two_successful_trials_of_each(first, second):
     assert statement == {"pair": ("e", "f"), "separated": None,
                          "text": "e and f: cannot be compared, fewer than two successful trials for at least one of them."}
     assert separate(_summary("e", [1.0, 1.1]), _summary("f", [2.0, 2.1]))["separated"] is True
+
+
+def test_problems_go_to_the_campaign_folder_their_file_names_and_shared_ones_to_all():
+    from types import SimpleNamespace
+
+    first, second = factory.manifest("alpha", "run-1"), factory.manifest("beta", "run-2")
+    problems = ["alpha/records/run-1.jsonl:3: incomplete last line", "catalog.csv:2: price is negative",
+                "beta/records/run-2.jsonl:1: not valid UTF-8", "alpha/records/run-1.jsonl:9: total: 1 is not of type 'string'"]
+    alpha, beta = campaign_views(SimpleNamespace(records=[first, second], problems=problems))
+    assert alpha.problems == [problems[0], problems[1], problems[3]]
+    assert beta.problems == [problems[1], problems[2]]
+
+
+def test_a_summary_is_labelled_by_its_name_until_told_otherwise_and_keeps_the_trials_series(tmp_path):
+    from generator.tables import VariantSummary
+
+    assert VariantSummary("b1", "batch", {}, []).label == "b1"
+    assert VariantSummary("b1", "batch", {}, [], label="b1 · CPU").label == "b1 · CPU"
+    manifest = factory.manifest()
+    older = factory.trial(manifest, "b1")
+    del older["series"]  # an older record kept the series only in its variant settings
+    older["variant_config"]["series"] = "precision"
+    (summary,) = _view(tmp_path, manifest, older).variants
+    assert summary.series == "precision"
