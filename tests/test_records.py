@@ -298,3 +298,47 @@ def test_schema_problems_name_the_nested_field_and_keep_messages_short():
     kept["total"], cut["total"] = ["a" * 171], ["a" * 172]
     assert records.validate(kept) == ["total: ['" + "a" * 171 + "'] is not of type 'string'"]
     assert records.validate(cut) == ["total: ['" + "a" * 172 + "'] is not of type 'stri..."]
+
+
+def test_a_record_changed_after_it_was_read_is_validated_again(tmp_path, monkeypatch):
+    """The validated-prefix cache trusts a prefix only while its bytes are unchanged."""
+    monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "fresh" / "cache"))  # not there yet: made on first read
+    path = records.append(tmp_path / "runs", rental(total="47.14"))
+    records.append(tmp_path / "runs", rental(total="94.28", lots=2, gpus=2))
+    assert records.load(tmp_path / "runs").problems == []
+    assert list((tmp_path / "fresh" / "cache" / "validated").glob("*.json"))
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b'"total": "47.14"', b'"total": 47.1400', 1))  # same size, now invalid
+    assert len(path.read_bytes()) == len(data)
+    problems = records.load(tmp_path / "runs").problems
+    assert problems == ["demo/records/run-a.jsonl:1: total: 47.14 is not of type 'string'"]
+
+
+def test_a_runs_folder_whose_name_is_not_utf8_loads(tmp_path):
+    import os
+
+    folder = tmp_path / os.fsdecode(b"runs-\xff")
+    records.append(folder, rental())
+    loaded = records.load(folder)
+    assert loaded.problems == [] and len(loaded.records) == 1
+
+
+@pytest.mark.parametrize(("value", "safe"), [
+    ("demo/inputs/c.jsonl", True), ("", False), (None, False), (5, False), ("a\x00b", False), ("a\\b", False),
+    ("/etc/passwd", False), ("demo/../x", False), ("C:/x", False)])
+def test_only_relative_paths_inside_the_runs_folder_are_safe(value, safe):
+    assert records.safe_relative_path(value) is safe
+
+
+def test_new_schemas_validate_every_line_again(tmp_path, monkeypatch):
+    records.append(tmp_path, rental())
+    records.append(tmp_path, rental(total="94.28", lots=2, gpus=2))
+    records.load(tmp_path)
+    checked = []
+    original = records.validate
+    monkeypatch.setattr(records, "validate", lambda record: checked.append(record) or original(record))
+    records.load(tmp_path)
+    assert checked == []  # unchanged bytes under unchanged schemas: read from the cache
+    monkeypatch.setattr(records, "_schemas_digest", lambda: "schemas of a newer iteralab")
+    records.load(tmp_path)
+    assert len(checked) == 2
