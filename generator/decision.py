@@ -441,8 +441,10 @@ def _answer(report: Report) -> None:
                         lines.append(report.tie)
                         report.summary_line = f"tie at {best.plan.total} {best.plan.currency}: {best.label} and {runner.label}"
                 else:
-                    lines.append(f"Runner-up: {runner.label}, {report.gap_money} {best.plan.currency} more, "
-                                 f"{span(abs(report.gap_hours))} {'slower' if report.gap_hours > 0 else 'faster'} (median projection).")
+                    gap = report.gap_hours
+                    pace = ("the same median projection" if gap == 0
+                            else f"{span(abs(gap))} {'slower' if gap > 0 else 'faster'} (median projection)")
+                    lines.append(f"Runner-up: {runner.label}, {report.gap_money} {best.plan.currency} more, {pace}.")
             else:
                 lines.append(f"Runner-up: {runner.label}, {runner.plan_reason}.")
     elif ranked:

@@ -398,3 +398,47 @@ def test_the_answers_read_in_full(merged, tmp_path):
         f"lot), RTX 6000 Ada (55.71 USD for a 3-day lot); {PRICE_NOTE} The campaign file states no [decision] table, so "
         "this answer assumes one corpus and no window.")
     assert cpu.summary_line == f"no priced configuration yet; {cpu1} feasible (not in the catalog: CPU)"
+
+
+def test_runner_up_pace_fastest_by_median_unpriced_fastest_and_cards_no_package_covers(tmp_path):
+    """Regression for #13 (mutants of the answer): slower, same pace, fastest by median not by max, a CPU fastest."""
+    question = {**QUESTION, "budget": None}
+    ada1 = "b1 · 1× NVIDIA RTX 6000 Ada Generation · torch 2.13.0+cu128"
+    write_machine(tmp_path / "a", "run-4090", RTX_4090, {"b1": [30, 31, 32, 33, 34]}, question=question)
+    write_machine(tmp_path / "b", "run-ada", RTX_6000_ADA, {"b1": [40, 41, 42, 43, 44]}, question=question)
+    for part in ("a", "b"):
+        shutil.copytree(tmp_path / part, tmp_path / "slower", dirs_exist_ok=True)
+    # Ten corpora: medians 10 × 32 s and 10 × 42 s, 100 s = 1.7 min apart.
+    assert f"Runner-up: {ada1}, 8.57 USD more, 1.7 min slower (median projection)." in report_of(tmp_path / "slower")[0].answer
+    write_machine(tmp_path / "c", "run-ada", RTX_6000_ADA, {"b1": [30, 31, 32, 33, 34]}, question=question)
+    for part in ("a", "c"):
+        shutil.copytree(tmp_path / part, tmp_path / "same", dirs_exist_ok=True)
+    assert f"Runner-up: {ada1}, 8.57 USD more, the same median projection." in report_of(tmp_path / "same")[0].answer
+    # The fastest by median projection, not by its slowest repetition.
+    write_machine(tmp_path / "d", "run-ada", RTX_6000_ADA, {"b1": [20, 21, 22, 23, 200], "b8": [25, 26, 27, 28, 29]},
+                  question=question)
+    for part in ("a", "d"):
+        shutil.copytree(tmp_path / part, tmp_path / "median", dirs_exist_ok=True)
+    fastest = report_of(tmp_path / "median")[0]
+    assert fastest.fastest.label == ada1 and f"Fastest feasible: {ada1}, projected 3.7 min (median), planned 55.71 USD." \
+        in fastest.answer
+    # An unpriced CPU that is fastest says why it has no plan; a 96 h window no RTX 6000 Ada package covers.
+    wide = {**question, "window_hours": "96"}
+    write_machine(tmp_path / "e", "run-4090", RTX_4090, {"b1": [30, 31, 32, 33, 34]}, question=wide)
+    write_machine(tmp_path / "f", "run-cpu", CPU, {"b1": [1, 1, 1, 1, 1]}, question=wide)
+    for part in ("e", "f"):
+        shutil.copytree(tmp_path / part, tmp_path / "cpu", dirs_exist_ok=True)
+    answer = report_of(tmp_path / "cpu")[0].answer
+    assert "Fastest feasible: b1 · CPU Test CPU, 2 threads · torch 2.13.0, projected 0.2 min (median), not in the catalog: CPU." \
+        in answer
+    assert "To measure: B200 (2071.00 USD for a 7-day lot), RTX 6000 Ada (no listed package covers the window);" in answer
+
+
+def test_an_entries_workload_and_a_campaign_without_trials_read_plainly(tmp_path):
+    question = {**QUESTION, "corpora": None, "entries": 1000, "budget": None}
+    write_machine(tmp_path / "a", "run-4090", RTX_4090, {"b1": [30, 31, 32, 33, 34]}, question=question)
+    assert "for 1,000 entries (10.00 × the campaign's corpus), processed as one stream within the 72 h access window." \
+        in report_of(tmp_path / "a")[0].answer
+    records.append(tmp_path / "empty", factory.manifest("merged", "run-0", decision=QUESTION))
+    empty = report_of(tmp_path / "empty")[0]
+    assert empty.rows == [] and empty.summary_line == "nothing measured yet"
