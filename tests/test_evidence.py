@@ -371,3 +371,27 @@ def test_campaign_bundle_names_its_top_folder_dates_the_bag_and_reads_the_given_
     (view,) = campaign_views(records.load(rentals_only))
     with zipfile.ZipFile(io.BytesIO(campaign_bundle(view, runs=rentals_only))) as archive:
         assert b"Bagging-Date: 1980-01-01\n" in archive.read("camp-evidence/bag-info.txt")
+
+
+def test_a_bundle_of_manifests_alone_is_dated_by_them_and_names_itself(tmp_path, monkeypatch):
+    import io
+
+    from generator.bundle import campaign_bundle, write_bundle
+    from generator.errors import UserError
+    from generator.tables import campaign_views
+
+    manifest = factory.manifest()
+    manifest["created_at"] = "2026-09-28T09:00:00Z"
+    records.append(tmp_path / "runs", manifest)
+    (view,) = campaign_views(records.load(tmp_path / "runs"))
+    with zipfile.ZipFile(io.BytesIO(campaign_bundle(view, runs=tmp_path / "runs"))) as archive:
+        info = archive.read("camp-evidence/bag-info.txt")
+    assert b"Bagging-Date: 2026-09-28\n" in info and b"External-Identifier: camp-evidence\n" in info
+    monkeypatch.chdir(tmp_path)  # the runs folder defaults to ./runs, as on the command line
+    bundle, _ = write_bundle(campaign="camp", out="camp.zip")
+    assert verify_bundle(bundle) == []
+    (tmp_path / "x.zip").write_text("not a zip")
+    with pytest.raises(UserError, match=r"x\.zip is not a zip file$"):
+        verify_bundle(tmp_path / "x.zip")
+    with pytest.raises(UserError, match=r"y\.zip does not exist$"):
+        verify_bundle(tmp_path / "y.zip")
