@@ -105,5 +105,5 @@ def plan_window(*, start: str, end: str, tz: str | None = None, catalog: Catalog
 
 def format_hours(hours: Decimal) -> str:
     """Write hours without trailing zeros: 96, 95.5."""
-    text = f"{hours.quantize(Decimal('0.01')):f}".rstrip("0").rstrip(".")
-    return text or "0"
+    # The integer part always keeps a digit before the point ("0.00" -> "0."), so nothing is ever stripped to "".
+    return f"{hours.quantize(Decimal('0.01')):f}".rstrip("0").rstrip(".")

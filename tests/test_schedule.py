@@ -91,3 +91,13 @@ def test_naive_times_are_utc_and_elapsed_hours_are_exact():
     begin = parse_time("2026-09-28T09:00+07:00", None, "start")
     assert elapsed_hours(begin, begin + dt.timedelta(hours=96, seconds=1800)) == Decimal("96.5")
     assert elapsed_hours(begin, begin + dt.timedelta(seconds=3600)) == 1
+
+
+@pytest.mark.parametrize(("hours", "text"), [("0", "0"), ("0.001", "0"), ("96", "96"), ("95.5", "95.5"), ("100", "100"),
+                                             ("10.10", "10.1"), ("71.9056", "71.91")])
+def test_hours_are_written_without_trailing_zeros(hours, text):
+    from decimal import Decimal
+
+    from generator.schedule import format_hours
+
+    assert format_hours(Decimal(hours)) == text
