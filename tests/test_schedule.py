@@ -96,8 +96,6 @@ def test_naive_times_are_utc_and_elapsed_hours_are_exact():
 @pytest.mark.parametrize(("hours", "text"), [("0", "0"), ("0.001", "0"), ("96", "96"), ("95.5", "95.5"), ("100", "100"),
                                              ("10.10", "10.1"), ("71.9056", "71.91")])
 def test_hours_are_written_without_trailing_zeros(hours, text):
-    from decimal import Decimal
-
     from generator.schedule import format_hours
 
     assert format_hours(Decimal(hours)) == text
