@@ -182,7 +182,10 @@ def append(runs_dir: Path, record: dict) -> Path:
     problems = validate(record)
     if problems:
         raise UserError(f"refusing to write {record.get('kind', 'record')}: " + "; ".join(problems))
-    line = json.dumps(record, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n"
+    try:
+        line = json.dumps(record, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n"
+    except ValueError as error:  # NaN or infinity: not JSON, and no reader could load the line again
+        raise UserError(f"refusing to write {record.get('kind', 'record')}: {error} (a NaN or infinite number)") from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         created = not path.exists()

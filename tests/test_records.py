@@ -333,6 +333,7 @@ def test_only_relative_paths_inside_the_runs_folder_are_safe(value, safe):
 def test_new_schemas_validate_every_line_again(tmp_path, monkeypatch):
     records.append(tmp_path, rental())
     records.append(tmp_path, rental(total="94.28", lots=2, gpus=2))
+    records.append(tmp_path, rental(run_id="run-b"))  # each file has its own cache entry
     records.load(tmp_path)
     checked = []
     original = records.validate
@@ -341,4 +342,61 @@ def test_new_schemas_validate_every_line_again(tmp_path, monkeypatch):
     assert checked == []  # unchanged bytes under unchanged schemas: read from the cache
     monkeypatch.setattr(records, "_schemas_digest", lambda: "schemas of a newer iteralab")
     records.load(tmp_path)
-    assert len(checked) == 2
+    assert len(checked) == 3
+
+
+def test_append_writes_one_sorted_utf8_line_and_refuses_what_json_cannot_hold(tmp_path):
+    record = rental(campaign="demo", receipt=None)
+    record["currency"] = "USD"
+    path = records.append(tmp_path, {**record, "catalog_version": "2026-09-24 · reçu"})
+    line = path.read_bytes()
+    assert "reçu".encode() in line and b"\\u00e7" not in line  # text stays readable UTF-8
+    keys = list(json.loads(line))
+    assert keys == sorted(keys)
+    manifest = factory.manifest()
+    trial = factory.trial(manifest)
+    trial["throughput_entries_per_s"] = float("nan")
+    with pytest.raises(UserError, match=r"^refusing to write trial: Out of range float values are not JSON compliant"):
+        records.append(tmp_path, trial)
+    bad = rental()
+    bad["total"], bad["lots"] = 1, "two"
+    with pytest.raises(UserError) as error:
+        records.append(tmp_path, bad)
+    assert str(error.value) == "refusing to write rental: lots: 'two' is not of type 'integer'; total: 1 is not of type 'string'"
+    kindless = rental()
+    del kindless["kind"]
+    with pytest.raises(UserError, match=r"^refusing to write record: record: 'kind' is a required property"):
+        records.append(tmp_path, kindless)
+    with pytest.raises(UserError, match=r"^campaign 'a/b' is not a valid name"):
+        records.append(tmp_path, rental(campaign="a/b"))
+    with pytest.raises(UserError, match=r"^run id '\.\.' is not a valid name"):
+        records.append(tmp_path, rental(run_id=".."))
+    with pytest.raises(UserError, match=r"schema_version 0 is not a positive integer"):
+        records.upgrade({**rental(), "schema_version": 0})
+
+
+def test_reading_goes_on_after_a_bad_line_and_the_cache_keeps_every_problem(tmp_path):
+    folder = tmp_path / "demo" / "records"
+    folder.mkdir(parents=True)
+    good = [json.dumps(rental(total=f"{n}.00")) for n in (1, 2, 3)]
+    (folder / "hand.jsonl").write_text("\n".join([good[0], "[1]", good[1], "{broken", good[2]]) + "\n" + '{"torn', encoding="utf-8")
+    expected = ["demo/records/hand.jsonl:2: a record must be a JSON object, not list",
+                "demo/records/hand.jsonl:4: not valid JSON (Expecting property name enclosed in double quotes, column 2)",
+                "demo/records/hand.jsonl:6: incomplete last line (a write was cut off); it is skipped"]
+    for _ in range(2):  # the second read comes from the validated-prefix cache
+        loaded = records.load(tmp_path)
+        assert [r["total"] for r in loaded.records] == ["1.00", "2.00", "3.00"]
+        assert loaded.problems == expected
+
+
+def test_deliverables_of_different_corpora_are_not_repeats(tmp_path):
+    manifest = factory.manifest()
+    trial = factory.trial(manifest)
+    for record in (manifest, trial, factory.deliverable("camp", trial, "c"), factory.deliverable("camp", trial, "d")):
+        records.append(tmp_path, record)
+    assert records.load(tmp_path).problems == []
+    other = factory.manifest("other", "run-9")
+    other_trial = factory.trial(other)
+    for record in (other, other_trial, factory.deliverable("other", other_trial, "c")):
+        records.append(tmp_path, record)
+    assert records.load(tmp_path).problems == []  # the same corpus in another campaign is that campaign's deliverable
