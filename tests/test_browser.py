@@ -81,9 +81,10 @@ def browser(chromium_path):
 
 
 def page_paths(site):
-    trial_page = sorted((site / "campaigns" / "camp" / "trials").glob("*.html"))[0]
+    # Every trial page of the first campaign: the failed trial's phase table is the widest (regression: a random pick).
+    trials = {f"trial {path.stem}": path for path in sorted((site / "campaigns" / "camp" / "trials").glob("*.html"))}
     merged = site / "campaigns" / "merged"
-    return {"index": site / "index.html", "campaign": site / "campaigns" / "camp" / "index.html", "trial": trial_page,
+    return {"index": site / "index.html", "campaign": site / "campaigns" / "camp" / "index.html", **trials,
             "note": site / "notes" / "decision.html", "catalog": site / "catalog.html", "sizing": site / "sizing.html",
             "qualification": merged / "qualification.html", "decision": merged / "decision.html",
             "merged campaign": merged / "index.html", "decision without question": site / "campaigns" / "camp" / "decision.html"}
