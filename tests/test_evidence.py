@@ -395,3 +395,54 @@ def test_a_bundle_of_manifests_alone_is_dated_by_them_and_names_itself(tmp_path,
         verify_bundle(tmp_path / "x.zip")
     with pytest.raises(UserError, match=r"y\.zip does not exist$"):
         verify_bundle(tmp_path / "y.zip")
+
+
+def test_verify_names_altered_unexpected_and_malformed_entries_from_a_bundle_built_here(tmp_path):
+    """Fast twin of the end-to-end verify test: a bundle from records alone, with a receipt nested three folders deep."""
+    from generator.bundle import write_bundle
+    from generator.rentals import copy_receipt
+
+    runs = tmp_path / "runs"
+    manifest = factory.manifest()
+    receipt = tmp_path / "receipt  with two spaces.pdf"
+    receipt.write_bytes(b"%PDF receipt")
+    rental = factory.rental()
+    rental["receipt"] = copy_receipt(runs, "camp", receipt)
+    for record in (manifest, factory.trial(manifest, "b1"), rental):
+        records.append(runs, record)
+    (tmp_path / "notes").mkdir()  # beside the runs folder: the default notes folder
+    (tmp_path / "notes" / "n.md").write_text("---\ncampaign: camp\ndecision: Rent b1\nselected_variant: b1\n"
+                                             "workload_covered: 1\ndate: 2026-10-01\nauthor: Team\n---\n\nWhy.\n", encoding="utf-8")
+    prices = tmp_path / "prices.csv"
+    prices.write_text("catalog_version,gpu,gpu_name,cards_per_lot,memory_per_card_gb,days,price_per_lot,currency\n"
+                      "2026-12-01,rtx-4090,RTX 4090,1,24,3,40.00,USD\n", encoding="utf-8")
+    bundle, _ = write_bundle(campaign="camp", out=tmp_path / "a" / "b" / "camp.zip", runs=runs, catalog=prices)
+    assert verify_bundle(bundle) == []
+    with zipfile.ZipFile(bundle) as archive:
+        names = archive.namelist()
+        assert "camp-evidence/data/notes/n.md" in names
+        assert any(name.endswith("/receipt  with two spaces.pdf") for name in names)
+        assert b"2026-12-01,rtx-4090,RTX 4090,1,24,3,40.00,USD" in archive.read("camp-evidence/data/catalog.csv")
+
+    def changed(name, data):
+        if name.endswith("data/trials.csv"):
+            return data + b"forged\n"
+        return data
+
+    rezip(bundle, tmp_path / "altered.zip", changed)
+    assert verify_bundle(tmp_path / "altered.zip") == [
+        "data/trials.csv: altered (its sha256 differs from manifest-sha256.txt)"]
+    with zipfile.ZipFile(bundle) as old, zipfile.ZipFile(tmp_path / "extra.zip", "w") as new:
+        for info in old.infolist():
+            new.writestr(info, old.read(info))
+        new.writestr("camp-evidence/data/extra/smuggled.txt", b"x")
+    assert verify_bundle(tmp_path / "extra.zip") == ["data/extra/smuggled.txt: unexpected (not in manifest-sha256.txt)"]
+
+    def malformed(name, data):
+        if name.endswith("/tagmanifest-sha256.txt"):
+            return data.replace(b"\n", b"\r").replace(b"  bagit.txt", b" bagit.txt")
+        return data
+
+    rezip(bundle, tmp_path / "malformed.zip", malformed)
+    problems = verify_bundle(tmp_path / "malformed.zip")
+    assert problems == ["tagmanifest-sha256.txt:2: not 'sha256  path'"]
