@@ -6,6 +6,9 @@ from generator import records
 
 FINGERPRINT = "a" * 64
 SHA = "b" * 64
+CATALOG_HEADER = "catalog_version,gpu,gpu_name,cards_per_lot,memory_per_card_gb,days,price_per_lot,currency\n"
+# A later catalog with one cheaper RTX 4090 package: tests that a given catalog, not the shipped one, is read.
+CHEAPER_CATALOG = CATALOG_HEADER + "2026-12-01,rtx-4090,RTX 4090,1,24,3,40.00,USD\n"
 PHASES = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
 
 
@@ -88,3 +91,9 @@ def rental(campaign="camp", total="47.14", lots=1, runs=None, gpu="rtx-4090", pr
 def deliverable(campaign, trial_record, corpus="c"):
     return records.make_record("deliverable", campaign=campaign, run_id=records.new_id("run-deliver"), trial_id=trial_record["record_id"],
                                name="final corpus", corpus_fingerprint="sha256:" + corpus * 64, predictions_sha256=SHA)
+
+
+def price_file(path):
+    """Write CHEAPER_CATALOG to PATH and return PATH."""
+    path.write_text(CHEAPER_CATALOG, encoding="utf-8")
+    return path

@@ -6,8 +6,9 @@ import pytest
 
 from generator.catalog import load_catalog, parse_catalog, quote
 from generator.errors import UserError
+from tests import factory
 
-HEADER = "catalog_version,gpu,gpu_name,cards_per_lot,memory_per_card_gb,days,price_per_lot,currency\n"
+HEADER = factory.CATALOG_HEADER
 
 
 def test_shipped_catalog_holds_exactly_the_seed_rows():

@@ -338,9 +338,7 @@ def test_decision_report_reads_the_catalog_it_is_given_and_names_the_campaigns_t
     from generator.decision import decision_report
     from generator.errors import UserError
 
-    cheaper = tmp_path / "prices.csv"
-    cheaper.write_text("catalog_version,gpu,gpu_name,cards_per_lot,memory_per_card_gb,days,price_per_lot,currency\n"
-                       "2026-12-01,rtx-4090,RTX 4090,1,24,3,40.00,USD\n", encoding="utf-8")
+    cheaper = factory.price_file(tmp_path / "prices.csv")
     assert decision_report(campaign="merged", runs=merged).ranked[0].plan.total == Decimal("47.14")
     assert decision_report(campaign="merged", runs=merged, catalog=cheaper).ranked[0].plan.total == Decimal("40.00")
     records.append(merged, factory.manifest("another", "run-x"))

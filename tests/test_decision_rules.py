@@ -10,8 +10,9 @@ import pytest
 from generator import decision
 from generator.catalog import parse_catalog
 from generator.configuration import card_matches, catalog_card, manifest_gpus
+from tests import factory
 
-HEADER = "catalog_version,gpu,gpu_name,cards_per_lot,memory_per_card_gb,days,price_per_lot,currency\n"
+HEADER = factory.CATALOG_HEADER
 
 
 def _view(protocol):
@@ -216,7 +217,6 @@ def test_projection_adds_the_one_time_phases_to_the_windows_per_lot():
 def test_trial_table_and_figures_per_configuration(tmp_path):
     from generator import records
     from generator.tables import campaign_views
-    from tests import factory
 
     manifest = factory.manifest()
     trials = [factory.trial(manifest, "b1", seconds=s, repetition=n, sequence=n) for n, s in enumerate((2.0, 4.0, 3.0), 1)]
@@ -325,7 +325,6 @@ def test_cards_to_measure_are_priced_for_the_window_or_say_none_covers_it():
 def test_decide_counts_distinct_corpora_per_configuration_and_rentals_shared_by_configurations(tmp_path):
     from generator import records
     from generator.tables import campaign_views
-    from tests import factory
 
     gpu = factory.machine("NVIDIA GeForce RTX 4090", cuda="12.8", driver="570.86")
     manifest = factory.manifest("camp", "run-1", environment=gpu, title="Camp title")
@@ -350,7 +349,6 @@ def test_decide_counts_distinct_corpora_per_configuration_and_rentals_shared_by_
 
 
 def test_rental_links_that_do_not_hold_are_named_with_the_rental_the_run_and_what_was_seen():
-    from tests import factory
 
     two_h100 = factory.manifest("camp", "run-h100", environment=factory.machine("NVIDIA H100", count=2))
     cpu = factory.manifest("camp", "run-cpu", environment=factory.machine(None, cpu="EPYC"))

@@ -356,16 +356,12 @@ def test_campaign_bundle_names_its_top_folder_dates_the_bag_and_reads_the_given_
     manifest["created_at"], trial["created_at"] = "2026-09-28T09:00:00Z", "2026-09-30T23:59:59Z"
     for record in (manifest, trial):
         records.append(runs, record)
-    prices = tmp_path / "prices.csv"
-    prices.write_text("catalog_version,gpu,gpu_name,cards_per_lot,memory_per_card_gb,days,price_per_lot,currency\n"
-                      "2026-12-01,rtx-4090,RTX 4090,1,24,3,40.00,USD\n", encoding="utf-8")
+    prices = factory.price_file(tmp_path / "prices.csv")
     (view,) = campaign_views(records.load(runs))
     with zipfile.ZipFile(io.BytesIO(campaign_bundle(view, runs=runs, catalog=prices))) as archive:
         assert {name.split("/")[0] for name in archive.namelist()} == {"camp-evidence"}
         assert b"Bagging-Date: 2026-09-30\n" in archive.read("camp-evidence/bag-info.txt")
-        assert archive.read("camp-evidence/data/catalog.csv").decode() == (
-            "catalog_version,gpu,gpu_name,cards_per_lot,memory_per_card_gb,days,price_per_lot,currency\n"
-            "2026-12-01,rtx-4090,RTX 4090,1,24,3,40.00,USD\n")
+        assert archive.read("camp-evidence/data/catalog.csv").decode() == factory.CHEAPER_CATALOG
     rentals_only = tmp_path / "rentals-only"
     records.append(rentals_only, factory.rental())
     (view,) = campaign_views(records.load(rentals_only))
@@ -413,9 +409,7 @@ def test_verify_names_altered_unexpected_and_malformed_entries_from_a_bundle_bui
     (tmp_path / "notes").mkdir()  # beside the runs folder: the default notes folder
     (tmp_path / "notes" / "n.md").write_text("---\ncampaign: camp\ndecision: Rent b1\nselected_variant: b1\n"
                                              "workload_covered: 1\ndate: 2026-10-01\nauthor: Team\n---\n\nWhy.\n", encoding="utf-8")
-    prices = tmp_path / "prices.csv"
-    prices.write_text("catalog_version,gpu,gpu_name,cards_per_lot,memory_per_card_gb,days,price_per_lot,currency\n"
-                      "2026-12-01,rtx-4090,RTX 4090,1,24,3,40.00,USD\n", encoding="utf-8")
+    prices = factory.price_file(tmp_path / "prices.csv")
     bundle, _ = write_bundle(campaign="camp", out=tmp_path / "a" / "b" / "camp.zip", runs=runs, catalog=prices)
     assert verify_bundle(bundle) == []
     with zipfile.ZipFile(bundle) as archive:
