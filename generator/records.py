@@ -185,7 +185,8 @@ def append(runs_dir: Path, record: dict) -> Path:
     try:
         line = json.dumps(record, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n"
     except ValueError as error:  # NaN or infinity: not JSON, and no reader could load the line again
-        raise UserError(f"refusing to write {record.get('kind', 'record')}: {error} (a NaN or infinite number)") from None
+        # Only a valid record gets here, so it has a kind.
+        raise UserError(f"refusing to write {record['kind']}: {error} (a NaN or infinite number)") from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         created = not path.exists()
@@ -351,7 +352,7 @@ def read_file(path: Path, shown: str) -> tuple[list[tuple[dict, str]], list[str]
     return found, problems
 
 
-def _parse_line(raw: bytes, trusted: bool = False) -> tuple[dict | None, str | None]:
+def _parse_line(raw: bytes, *, trusted: bool) -> tuple[dict | None, str | None]:
     try:
         record = _loads(raw)
     except (json.JSONDecodeError, ValueError) as error:

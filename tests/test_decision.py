@@ -334,12 +334,13 @@ def test_the_fastest_option_is_shown_when_it_is_not_the_cheapest(tmp_path):
     assert "Fastest feasible: b8 · 1× NVIDIA RTX 6000 Ada Generation" in report.answer
 
 
-def test_decision_report_reads_the_catalog_it_is_given_and_names_the_campaigns_there(merged, tmp_path):
+def test_decision_report_reads_the_catalog_it_is_given_and_names_the_campaigns_there(merged, tmp_path, monkeypatch):
     from generator.decision import decision_report
     from generator.errors import UserError
 
     cheaper = factory.price_file(tmp_path / "prices.csv")
-    assert decision_report(campaign="merged", runs=merged).ranked[0].plan.total == Decimal("47.14")
+    monkeypatch.chdir(merged.parent)  # the runs folder defaults to ./runs, as on the command line
+    assert decision_report(campaign="merged").ranked[0].plan.total == Decimal("47.14")
     assert decision_report(campaign="merged", runs=merged, catalog=cheaper).ranked[0].plan.total == Decimal("40.00")
     records.append(merged, factory.manifest("another", "run-x"))
     with pytest.raises(UserError) as error:

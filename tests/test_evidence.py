@@ -417,6 +417,12 @@ def test_verify_names_altered_unexpected_and_malformed_entries_from_a_bundle_bui
         assert "camp-evidence/data/notes/n.md" in names
         assert any(name.endswith("/receipt  with two spaces.pdf") for name in names)
         assert b"2026-12-01,rtx-4090,RTX 4090,1,24,3,40.00,USD" in archive.read("camp-evidence/data/catalog.csv")
+    elsewhere = tmp_path / "team notes"
+    elsewhere.mkdir()
+    (tmp_path / "notes" / "n.md").replace(elsewhere / "m.md")
+    named, _ = write_bundle(campaign="camp", out=tmp_path / "named.zip", runs=runs, notes=elsewhere, catalog=prices)
+    with zipfile.ZipFile(named) as archive:
+        assert [name for name in archive.namelist() if "/notes/" in name] == ["camp-evidence/data/notes/m.md"]
 
     def changed(name, data):
         if name.endswith("data/trials.csv"):

@@ -400,3 +400,77 @@ def test_deliverables_of_different_corpora_are_not_repeats(tmp_path):
     for record in (other, other_trial, factory.deliverable("other", other_trial, "c")):
         records.append(tmp_path, record)
     assert records.load(tmp_path).problems == []  # the same corpus in another campaign is that campaign's deliverable
+
+
+def test_ids_name_their_kind_and_the_utc_second_even_where_local_time_is_not_utc(monkeypatch):
+    import datetime as dt
+    import re
+
+    monkeypatch.setenv("TZ", "Asia/Jakarta")  # UTC+7 all year: a local clock would be seven hours off
+    time.tzset()
+    try:
+        before = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        record_id, created_at = records.new_id("trial"), records.utc_now()
+        record = records.make_record("rental", campaign="demo", run_id="run-a")
+        after = dt.datetime.now(dt.UTC)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    match = re.fullmatch(r"trial-(\d{8}T\d{6}Z)-[0-9a-f]{12}", record_id)
+    assert match, record_id
+    stamp = dt.datetime.strptime(match[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+    assert before <= stamp <= after
+    created = dt.datetime.strptime(created_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC)
+    assert before <= created <= after
+    assert re.fullmatch(r"rental-\d{8}T\d{6}Z-[0-9a-f]{12}", record["record_id"])
+    assert len({records.new_id("trial") for _ in range(1000)}) == 1000
+
+
+def test_a_new_records_file_is_readable_by_all_and_writable_by_its_owner_only(tmp_path):
+    previous = os.umask(0)  # so the mode passed to open() is the mode the file gets
+    try:
+        path = records.append(tmp_path, rental())
+    finally:
+        os.umask(previous)
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_line_with_several_schema_problems_names_each_on_every_read(tmp_path):
+    """Regression for #13: problem lines kept by the cache must stay problems, never become trusted."""
+    folder = tmp_path / "demo" / "records"
+    folder.mkdir(parents=True)
+    bad = {**rental(), "lots": "two", "total": 1}
+    (folder / "hand.jsonl").write_text(json.dumps(bad) + "\n" + json.dumps(rental()) + "\n", encoding="utf-8")
+    for _ in range(2):  # the second read comes from the validated-prefix cache
+        loaded = records.load(tmp_path)
+        assert loaded.problems == ["demo/records/hand.jsonl:1: lots: 'two' is not of type 'integer'; total: 1 is not of type 'string'"]
+        assert len(loaded.records) == 1
+
+
+def test_the_cache_remembers_complete_lines_only_and_every_byte_of_them(tmp_path):
+    path = records.append(tmp_path, rental(total="1.00"))
+    records.append(tmp_path, rental(total="2.00"))
+    with path.open("ab") as handle:
+        handle.write(b'{"torn')
+    data = path.read_bytes()
+    records.read_file(path, "run-a.jsonl")
+    prefix = records._ValidatedPrefix(path)
+    assert prefix.lines(data) == (2, set())  # the torn tail is not counted as checked
+    complete = data[: data.rindex(b"\n") + 1]
+    assert complete.endswith(b'"total": "2.00"}\n')
+    edited = complete[:-3] + b"1" + complete[-2:] + b'{"torn'  # the last digit of the last complete line
+    assert prefix.lines(edited) == (0, set())
+
+
+def test_a_repeated_deliverable_names_both_records_and_where_they_are(tmp_path):
+    manifest = factory.manifest()
+    trial = factory.trial(manifest)
+    first, second = factory.deliverable("camp", trial, "c"), factory.deliverable("camp", trial, "c")
+    for record in (manifest, trial, first, second):
+        records.append(tmp_path, record)
+    where = {record["record_id"]: f"camp/records/{record['run_id']}.jsonl:1" for record in (first, second)}
+    earlier, later = sorted((first, second), key=lambda record: where[record["record_id"]])
+    assert records.load(tmp_path).problems == [
+        f"{where[later['record_id']]}: deliverable {later['record_id']} (trial {trial['record_id']}) repeats the corpus "
+        f"sha256:{'c' * 12}… of deliverable {earlier['record_id']} (trial {trial['record_id']}) "
+        f"at {where[earlier['record_id']]}; one corpus is one deliverable, counted once"]
