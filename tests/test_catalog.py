@@ -153,3 +153,76 @@ def test_cost_per_validated_corpus_says_why_it_is_undefined():
     assert cost_per_validated_corpus(Decimal("94.28"), 0) == (
         None, "undefined: no result was accepted, so the spend buys no validated corpus")
     assert cost_per_validated_corpus(Decimal("94.28"), 3) == (Decimal("31.43"), None)
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ("v1,x,X,1,,3\n", "p.csv:2: wrong number of fields; expected 8"),
+    ("v1,x,X,1,,3,10.00,USD,extra\n", "p.csv:2: wrong number of fields; expected 8"),
+    (" ,x,X,1,,3,10.00,USD\n", "p.csv:2: catalog_version is empty"),
+    ("v1, - ,X,1,,3,10.00,USD\n", "p.csv:2: gpu is empty"),
+    ("v1,x,X,1,abc,3,10.00,USD\n", "p.csv:2: memory_per_card_gb 'abc' is not a number"),
+    ("v1,x,X,1,NaN,3,10.00,USD\n", "p.csv:2: memory_per_card_gb 'NaN' is not a finite number"),
+    ("v1,x,X,1,0,3,10.00,USD\n", "p.csv:2: memory_per_card_gb must be positive or empty (not stated)"),
+    ("v1,x,X,one,,3,10.00,USD\n", "p.csv:2: cards_per_lot 'one' is not a whole number"),
+    ("v1,x,X,1,,3,10.00,USD\nv1,x,X,2,,7,20.00,USD\n",
+     "p.csv:3: X is described differently on an earlier line (name, cards or memory)"),
+    ("v1,x,X,1,,3 days,10.00,USD\n", "p.csv:2: days '3 days' is not a whole number"),
+    ("v1,x,X,1,,5,10.00,USD\n", "p.csv:2: days 5 is not a package length; use one of 3, 7, 30"),
+    ("v1,x,X,1,,3,10.00,usd\n", "p.csv:2: currency 'usd' must be a three-letter code such as USD"),
+    ("v1,x,X,1,,3,10.00,\n", "p.csv:2: currency '' must be a three-letter code such as USD"),
+    ("v1,x,X,1,,3,10.005,USD\n", "p.csv:2: price_per_lot '10.005' is not a price; write digits with at most two "
+     "decimals and no thousands separator, e.g. 2071.00"),
+    ("v1,x,X,1,,3,-5,USD\n", "p.csv:2: price_per_lot -5 is negative"),
+    ("", "p.csv: the catalog has no price rows"),
+    ("v2,x,X,1,,3,10.00,USD\nv1,x,X,1,,7,10.00,USD\n", "p.csv: rows mix catalog versions v1, v2; keep one version per file"),
+])
+def test_every_catalog_refusal_names_the_file_line_and_what_to_write(body, expected):
+    with pytest.raises(UserError) as error:
+        parse_catalog(HEADER + body, "p.csv")
+    assert str(error.value) == expected
+
+
+def test_a_catalog_missing_columns_names_them_all_and_the_expected_header():
+    with pytest.raises(UserError) as error:
+        parse_catalog("gpu,days\n", "p.csv")
+    assert str(error.value) == ("p.csv:1: missing column(s) catalog_version, gpu_name, cards_per_lot, memory_per_card_gb, "
+                                "price_per_lot, currency; expected " + HEADER.strip().replace(",", ", "))
+
+
+def test_catalog_rows_are_read_trimmed_with_their_gpu_and_line(tmp_path):
+    path = tmp_path / "p.csv"
+    body = " v1 , RTX_4090 , , 2 , 24 , 7 , 12.5 , USD \nv1,RTX_4090,,2,24.0,3,6,USD\n"
+    path.write_bytes(b"\xef\xbb\xbf" + (HEADER + body).encode())  # a spreadsheet's UTF-8 with BOM
+    catalog = load_catalog(path)
+    assert catalog.version == "v1" and catalog.source == str(path)
+    gpu = catalog.gpu("RTX 4090")
+    assert gpu == catalog.gpus["rtx-4090"]
+    assert (gpu.slug, gpu.name, gpu.cards_per_lot, gpu.memory_per_card_gb) == ("rtx-4090", "RTX_4090", 2, Decimal(24))
+    seven, three = catalog.price("rtx 4090", 7), catalog.price("rtx-4090", 3)
+    assert (seven.price_per_lot, seven.currency, seven.line, seven.days) == (Decimal("12.50"), "USD", 2, 7)
+    assert (three.price_per_lot, three.line) == (Decimal("6.00"), 3)
+    assert str(three.price_per_lot) == "6.00"
+
+
+@pytest.mark.parametrize(("name", "slug"), [
+    ("RTX 4090", "rtx-4090"), ("rtx_4090", "rtx-4090"), ("  H100 SXM5 80GB ", "h100-sxm5-80gb"), ("--A100--", "a100"),
+    ("RTX 6000 Ada", "rtx-6000-ada"), ("", "")])
+def test_gpu_names_become_catalog_slugs(name, slug):
+    from generator.catalog import gpu_slug
+
+    assert gpu_slug(name) == slug
+
+
+def test_a_catalog_file_that_cannot_be_read_says_what_to_do(tmp_path):
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes((HEADER + "v1,x,Café,1,,3,10.00,USD\n").encode("latin-1"))
+    with pytest.raises(UserError) as error:
+        load_catalog(latin)
+    assert str(error.value) == f"{latin}: not UTF-8 text; save the catalog as UTF-8 CSV"
+    with pytest.raises(UserError) as error:
+        load_catalog(tmp_path / "nope.csv")
+    assert str(error.value) == f"catalog file {tmp_path / 'nope.csv'} does not exist"
+    with pytest.raises(UserError) as error:
+        load_catalog(tmp_path)
+    assert str(error.value) == f"cannot read catalog {tmp_path}: Is a directory"
+    assert load_catalog().source == "catalog-2026-09-24.csv" and load_catalog().version == "2026-09-24"

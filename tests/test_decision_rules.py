@@ -187,6 +187,15 @@ def test_more_lots_only_for_independent_corpora_that_would_miss_the_limit():
     unlimited = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
     decision._plan(unlimited, _question(corpora=4), 100, CATALOG)
     assert unlimited.lots == 1 and unlimited.hours[2] == 40.0
+    pair = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
+    decision._plan(pair, _question(corpora=2, deadline_hours=Decimal("10")), 100, CATALOG)
+    assert pair.lots == 2 and pair.hours[2] == 10.0  # two corpora are already enough to divide
+
+
+def test_a_stream_on_unpriced_hardware_is_still_projected_from_the_corpus_it_ran():
+    row = _plan_row(_configuration("cpu"), window=(1800.0, 3600.0, 7200.0))
+    decision._plan(row, _question(corpora=None, entries=400), 100, CATALOG)
+    assert row.plan_reason == "not in the catalog: CPU" and row.hours == pytest.approx((2.0, 4.0, 8.0))
 
 
 def test_without_a_covering_package_the_plan_says_what_would_cover_and_never_extends():
@@ -301,6 +310,14 @@ def test_conditions_name_each_failed_rule_and_limits_are_inclusive():
     no_misses = dict(rejected, id_check={"ids_match": True}, quality={"verdicts": []})
     assert decision._conditions(_conditions_row([no_misses], hours=None), _question()) == [
         "quality: 1 of 1 successful trials not accepted (ids or format)"]
+    hand_written = dict(no_misses, quality={})  # quality is a free object in the schema: no verdicts is readable
+    assert decision._conditions(_conditions_row([hand_written], hours=None), _question()) == [
+        "quality: 1 of 1 successful trials not accepted (ids or format)"]
+    f1 = {"metric": "macro_f1", "value": 0.5, "threshold": 0.6, "passed": False}
+    two_misses = dict(no_misses, quality={"verdicts": [f1, _verdict(0.612, False), _verdict(0.9, True)]})
+    assert decision._conditions(_conditions_row([two_misses, rejected], hours=None), _question()) == [
+        "quality: 2 of 2 successful trials not accepted (accuracy 0.612 < 0.7; macro_f1 0.500 < 0.6)",
+        "ids: 1 of 2 successful trials did not return every id exactly once"]
     failed = {"status": "oom"}
     assert decision._conditions(_conditions_row([failed], hours=None, plan_reason="not in the catalog: CPU"),
                                 _question(budget=Decimal("10"))) == [
