@@ -474,3 +474,26 @@ def test_a_repeated_deliverable_names_both_records_and_where_they_are(tmp_path):
         f"{where[later['record_id']]}: deliverable {later['record_id']} (trial {trial['record_id']}) repeats the corpus "
         f"sha256:{'c' * 12}… of deliverable {earlier['record_id']} (trial {trial['record_id']}) "
         f"at {where[earlier['record_id']]}; one corpus is one deliverable, counted once"]
+
+
+def test_a_successful_trial_without_a_measured_window_is_refused_and_listed_not_a_traceback(tmp_path):
+    """Regression for #13 (found by its mutants): an 'ok' trial whose window was missing or null crashed every view."""
+    from generator.tables import campaign_views
+
+    manifest = factory.manifest()
+    missing, null = factory.trial(manifest, "b1"), factory.trial(manifest, "b1", repetition=2, sequence=2)
+    del missing["phases"]["measured_window"]
+    null["phases"]["measured_window"]["duration_ns"] = None
+    with pytest.raises(UserError, match=r"^refusing to write trial: phases: 'measured_window' is a required property$"):
+        records.append(tmp_path, missing)
+    records.append(tmp_path, manifest)
+    path = records.records_file(tmp_path, "camp", manifest["run_id"])
+    with path.open("a", encoding="utf-8") as handle:  # written by hand, past append's check
+        handle.write(json.dumps(missing) + "\n" + json.dumps(null) + "\n")
+    loaded = records.load(tmp_path)
+    assert loaded.problems == [f"camp/records/{path.name}:2: phases: 'measured_window' is a required property",
+                               f"camp/records/{path.name}:3: phases.measured_window.duration_ns: None is not of type 'integer'"]
+    (view,) = campaign_views(loaded)
+    assert view.variants == [] or all(not summary.trials for summary in view.variants)
+    stopped = factory.trial(manifest, "b1", status="error", failed_phase="model_load", repetition=3, sequence=3)
+    assert stopped["phases"]["measured_window"]["duration_ns"] is None and records.validate(stopped) == []
