@@ -134,8 +134,16 @@ def validate(record) -> list[str]:
     problems = [_schema_message(error) for error in validators["common"].iter_errors(record)]
     if problems:
         return problems
-    problems = [_schema_message(error) for error in validators[record["kind"]].iter_errors(record)]
+    problems = _first_per_field(validators[record["kind"]].iter_errors(record))
     return problems or _path_problems(record)
+
+
+def _first_per_field(errors) -> list[str]:
+    # A rule stated twice (any phase may lack a duration, a successful trial's window may not) says one thing per field.
+    first = {}
+    for error in errors:
+        first.setdefault(tuple(error.absolute_path), _schema_message(error))
+    return list(first.values())
 
 
 def _schema_message(error) -> str:

@@ -289,7 +289,11 @@ def test_schema_problems_name_the_nested_field_and_keep_messages_short():
     manifest = factory.manifest()
     trial = factory.trial(manifest)
     trial["phases"]["measured_window"]["duration_ns"] = "x"
-    assert records.validate(trial) == ["phases.measured_window.duration_ns: 'x' is not of type 'integer', 'null'"]
+    # One message per field: a successful trial's window must be a whole number; a stopped trial's may be null.
+    assert records.validate(trial) == ["phases.measured_window.duration_ns: 'x' is not of type 'integer'"]
+    stopped = factory.trial(manifest, status="error", failed_phase="model_load")
+    stopped["phases"]["warmup"]["duration_ns"] = "x"
+    assert records.validate(stopped) == ["phases.warmup.duration_ns: 'x' is not of type 'integer', 'null'"]
     missing = rental()
     del missing["total"]
     assert records.validate(missing) == ["record: 'total' is a required property"]
