@@ -150,7 +150,7 @@ def parse_catalog(text: str, source: str) -> Catalog:
             raise UserError(f"{where}: days {days} is not a package length; use one of {', '.join(map(str, PACKAGE_DAYS))}")
         if (gpu.slug, days) in prices:
             raise UserError(f"{where}: duplicate row for {gpu.name} {days} days (first at line {prices[(gpu.slug, days)].line})")
-        currency = row["currency"] or ""
+        currency = row["currency"]
         if not re.fullmatch(r"[A-Z]{3}", currency):
             raise UserError(f"{where}: currency {currency!r} must be a three-letter code such as USD")
         prices[(gpu.slug, days)] = Price(gpu, days, _parse_price(row["price_per_lot"], where), currency, line)
@@ -178,7 +178,7 @@ def _parse_gpu(row: dict, where: str) -> Gpu:
 
 
 def _parse_int(value: str, column: str, where: str) -> int:
-    if not re.fullmatch(r"-?\d+", value or ""):
+    if not re.fullmatch(r"-?\d+", value):
         raise UserError(f"{where}: {column} {value!r} is not a whole number")
     return int(value)
 
@@ -194,7 +194,7 @@ def _parse_decimal(value: str, column: str, where: str) -> Decimal:
 
 
 def _parse_price(value: str, where: str) -> Decimal:
-    if not re.fullmatch(r"-?\d+(\.\d{1,2})?", value or ""):
+    if not re.fullmatch(r"-?\d+(\.\d{1,2})?", value):
         raise UserError(
             f"{where}: price_per_lot {value!r} is not a price; write digits with at most two "
             "decimals and no thousands separator, e.g. 2071.00"

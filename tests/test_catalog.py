@@ -202,6 +202,8 @@ def test_catalog_rows_are_read_trimmed_with_their_gpu_and_line(tmp_path):
     assert (seven.price_per_lot, seven.currency, seven.line, seven.days) == (Decimal("12.50"), "USD", 2, 7)
     assert (three.price_per_lot, three.line) == (Decimal("6.00"), 3)
     assert str(three.price_per_lot) == "6.00"
+    small = parse_catalog(HEADER + "v1,tiny,Tiny,1,0.5,30,0,USD\n", "p.csv").price("tiny", 30)
+    assert (small.gpu.memory_per_card_gb, small.price_per_lot) == (Decimal("0.5"), Decimal("0.00"))  # both allowed
 
 
 @pytest.mark.parametrize(("name", "slug"), [

@@ -437,5 +437,6 @@ def test_configuration_of_a_gpu_variant_finds_its_card_by_index_and_counts_the_s
         "unknown", "the manifest lists no GPU 2 for device cuda:2", "EPYC")
     lost = configuration_of(_trial("cuda:0"), None)
     assert lost.device == "unknown" and lost.unknown_reason == "manifest m-1 of run run-1 is missing"
+    assert (lost.variant, lost.settings) == ("b1", (("batch_size", 1), ("device", "cuda:0")))  # still its own variant
     assert configuration_of(_trial("cuda"), {"environment": {"gpus": gpus, "cuda_version": "12.8"}}).accelerator_runtime == \
         "CUDA 12.8"
