@@ -79,7 +79,7 @@ def configuration_of(trial: dict, manifest: dict | None) -> Configuration:
     cpu = environment.get("cpu") or {}
     threads = (environment.get("threads") or {}).get("torch_intra_op") or cpu.get("usable_cores")
     common = {"torch": libraries.get("torch"), "accelerator_runtime": _runtime(environment)}
-    device = str(config.get("device") or "cpu")
+    device = str(config.get("device"))  # none stated: the runner's default, the CPU (the last return)
     gpus = environment.get("gpus") or []
     if device.startswith("cuda"):
         index = int(device.partition(":")[2] or 0)

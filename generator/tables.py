@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -216,6 +217,10 @@ def separate(first: VariantSummary, second: VariantSummary) -> dict:
                      f"({(slow.median - fast.median) / slow.median:.0%} less time).")}
 
 
+# 'CAMPAIGN/records/RUN.jsonl:LINE: what is wrong': the folder before the first '/' of the file part is the campaign.
+CAMPAIGN_FILE = re.compile(r"(?P<campaign>[^/:]+)/[^:]*:")
+
+
 def campaign_views(loaded: Loaded) -> list[CampaignView]:
     """Group records by campaign, trials in run order, variants in first-run order."""
     # One pass to group: a scan per campaign made 1,000 campaigns of 100,000 records quadratic.
@@ -225,9 +230,8 @@ def campaign_views(loaded: Loaded) -> list[CampaignView]:
     # A problem belongs to the campaign folder its file:line names; one naming no folder concerns all.
     shared_problems, own_problems = [], {}
     for index, problem in enumerate(loaded.problems):
-        source = problem.split(":", 1)[0]
-        if "/" in source:
-            own_problems.setdefault(source.split("/", 1)[0], []).append((index, problem))
+        if found := CAMPAIGN_FILE.match(problem):
+            own_problems.setdefault(found["campaign"], []).append((index, problem))
         else:
             shared_problems.append((index, problem))
     views = []

@@ -417,7 +417,7 @@ def test_configuration_of_a_cpu_variant_names_the_cpu_and_its_threads_and_ignore
 
 
 def test_configuration_of_a_gpu_variant_finds_its_card_by_index_and_counts_the_same_cards():
-    from generator.configuration import configuration_of
+    from generator.configuration import Configuration, configuration_of
 
     gpus = [{"index": 0, "name": "NVIDIA H100"}, {"index": 1, "name": "NVIDIA GeForce RTX 4090"},
             {"index": 2, "name": "NVIDIA GeForce RTX 4090"}]
@@ -432,11 +432,14 @@ def test_configuration_of_a_gpu_variant_finds_its_card_by_index_and_counts_the_s
     assert (first.gpu_name, first.gpu_count) == ("NVIDIA H100", 1)
     unindexed = [{"name": "NVIDIA A"}, {"name": "NVIDIA B"}]  # no index recorded: the position says which
     assert configuration_of(_trial("cuda:1"), {"environment": {"gpus": unindexed}}).gpu_name == "NVIDIA B"
-    missing = configuration_of(_trial("cuda:2"), {"environment": {"gpus": unindexed, "cpu": {"model": "EPYC"}}})
-    assert (missing.device, missing.unknown_reason, missing.cpu_model) == (
-        "unknown", "the manifest lists no GPU 2 for device cuda:2", "EPYC")
+    reordered = [{"index": 1, "name": "NVIDIA B"}, {"index": 0, "name": "NVIDIA A"}]  # listed out of index order
+    assert configuration_of(_trial("cuda:0"), {"environment": {"gpus": reordered}}).gpu_name == "NVIDIA A"
+    missing = configuration_of(_trial("cuda:2"), {"environment": {**environment, "gpus": unindexed}})
+    assert missing == Configuration("b1", (("batch_size", 1), ("device", "cuda:2")), "unknown", None, 0, "EPYC", 4,
+                                    "2.13.0+rocm6.2", "HIP 6.2", "570", "the manifest lists no GPU 2 for device cuda:2")
     lost = configuration_of(_trial("cuda:0"), None)
-    assert lost.device == "unknown" and lost.unknown_reason == "manifest m-1 of run run-1 is missing"
-    assert (lost.variant, lost.settings) == ("b1", (("batch_size", 1), ("device", "cuda:0")))  # still its own variant
+    assert lost == Configuration("b1", (("batch_size", 1), ("device", "cuda:0")), "unknown", None, 0, None, None, None,
+                                 None, None, "manifest m-1 of run run-1 is missing")
+    assert second.settings == (("batch_size", 1), ("device", "cuda:1"))
     assert configuration_of(_trial("cuda"), {"environment": {"gpus": gpus, "cuda_version": "12.8"}}).accelerator_runtime == \
         "CUDA 12.8"

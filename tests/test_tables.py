@@ -117,8 +117,9 @@ def test_counts_durations_and_throughput_of_one_configuration(tmp_path):
     trials = [factory.trial(manifest, "b1", seconds=s, repetition=n, sequence=n) for n, s in enumerate((2.0, 4.0, 1.0), 1)]
     rejected = factory.trial(manifest, "b1", seconds=5.0, accuracy=0.5, sequence=4, repetition=4)
     failed = factory.trial(manifest, "b1", status="oom", failed_phase="measured_window", sequence=5, repetition=5)
-    (summary,) = _view(tmp_path, manifest, *trials, rejected, failed).variants
-    assert (summary.ok, summary.failed, summary.accepted) == (4, 1, 3)
+    stopped = factory.trial(manifest, "b1", status="interrupted", failed_phase="warmup", sequence=6, repetition=6)
+    (summary,) = _view(tmp_path, manifest, *trials, rejected, failed, stopped).variants
+    assert (summary.ok, summary.failed, summary.accepted) == (4, 2, 3)
     assert summary.seconds == [2.0, 4.0, 1.0, 5.0]
     assert (summary.median, summary.minimum, summary.maximum) == (3.0, 1.0, 5.0)
     assert summary.throughput == 37.5  # median of 50, 25, 100 and 20 entries/s; the failed trial has none
@@ -218,11 +219,12 @@ def test_problems_go_to_the_campaign_folder_their_file_names_and_shared_ones_to_
     from types import SimpleNamespace
 
     first, second = factory.manifest("alpha", "run-1"), factory.manifest("beta", "run-2")
-    problems = ["alpha/records/run-1.jsonl:3: incomplete last line", "catalog.csv:2: price is negative",
-                "beta/records/run-2.jsonl:1: not valid UTF-8", "alpha/records/run-1.jsonl:9: total: 1 is not of type 'string'"]
+    problems = ["alpha/records/run-1.jsonl:3: incomplete last line", "catalog.csv:2: price is negative, see beta/x: y",
+                "beta/records/run-2.jsonl:1: not valid UTF-8", "alpha/records/run-1.jsonl:9: total: 1 is not of type 'string'",
+                "beta/records/deep/run 3.jsonl:2: predictions.path: 'alpha/../x' must be a path relative to the runs folder"]
     alpha, beta = campaign_views(SimpleNamespace(records=[first, second], problems=problems))
     assert alpha.problems == [problems[0], problems[1], problems[3]]
-    assert beta.problems == [problems[1], problems[2]]
+    assert beta.problems == [problems[1], problems[2], problems[4]]
 
 
 def test_a_summary_is_labelled_by_its_name_until_told_otherwise_and_keeps_the_trials_series(tmp_path):
@@ -236,3 +238,9 @@ def test_a_summary_is_labelled_by_its_name_until_told_otherwise_and_keeps_the_tr
     older["variant_config"]["series"] = "precision"
     (summary,) = _view(tmp_path, manifest, older).variants
     assert summary.series == "precision"
+    own = factory.trial(manifest, "b2", batch_size=2)
+    own["series"] = "sorted"  # the trial's own field wins over its settings
+    bare = factory.trial(manifest, "b3", batch_size=3)
+    del bare["series"], bare["variant_config"]["series"]
+    summaries = {s.name: s for s in _view(tmp_path / "more", manifest, own, bare).variants}
+    assert (summaries["b2"].series, summaries["b3"].series) == ("sorted", "main")
