@@ -113,6 +113,8 @@ def test_every_page_type_loads_offline_accessible_and_no_wider_than_the_window(s
         assert screenshot.stat().st_size > 1000
         # Wide tables scroll inside their own box: the page never scrolls sideways at 1,280 px.
         assert page.evaluate("document.documentElement.scrollWidth") <= 1280, name
+        if name.startswith("trial "):  # five columns fit at 1,280 px: long 'not reached: …' reasons wrap in their cell
+            assert page.evaluate("(r => r.scrollWidth <= r.clientWidth)(document.querySelector('#phases .scroll'))"), name
         assert errors == [], (name, errors)
         assert outside == [], (name, outside)
         assert dialogs == [], (name, dialogs)
