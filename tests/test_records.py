@@ -501,3 +501,10 @@ def test_a_successful_trial_without_a_measured_window_is_refused_and_listed_not_
     assert view.variants == [] or all(not summary.trials for summary in view.variants)
     stopped = factory.trial(manifest, "b1", status="error", failed_phase="model_load", repetition=3, sequence=3)
     assert stopped["phases"]["measured_window"]["duration_ns"] is None and records.validate(stopped) == []
+
+
+def test_a_manifest_states_a_corpus_of_at_least_one_entry():
+    """The runner refuses an empty corpus; a hand-written manifest of one has no projection to give, so it is refused too."""
+    manifest = factory.manifest()
+    manifest["corpus"]["entries"] = 0
+    assert records.validate(manifest) == ["corpus.entries: 0 is less than the minimum of 1"]
