@@ -243,9 +243,9 @@ def _plan(row: Row, question: Question, corpus_entries: int | None, catalog: Cat
     else:
         row.capacity_reason = f"the catalog does not state {card.name}'s memory"
     minimum = math.ceil(configuration.gpu_count / card.cards_per_lot)
-    # More lots help only independent corpora, at most one corpus per lot; a stream's projection does not shrink with lots.
-    candidates = [minimum] if question.entries is not None else range(
-        minimum, max(minimum, min(question.corpora or 1, MAX_LOTS)) + 1)
+    # More lots help only independent corpora, at most one corpus per lot (a stream's projection does not shrink with
+    # lots, so the fewest that meet the limit are the minimum).
+    candidates = range(minimum, max(minimum, min(question.corpora or 1, MAX_LOTS)) + 1)
     limit = question.limit_hours
     lots = next((n for n in candidates if limit is not None and (p := _projected(row, question, corpus_entries, n))
                  and _hours(p[2]) <= limit), minimum)

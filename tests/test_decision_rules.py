@@ -204,6 +204,16 @@ def test_without_a_covering_package_the_plan_says_what_would_cover_and_never_ext
     assert row.plan is None and row.plan_reason == (
         "no listed RTX 4090 package covers 200 h; 3 consecutive 3-day periods × 2 lots would, 282.84 USD, bought "
         "explicitly (never extended)")
+    # 217 h: 4 periods of 72 h (188.56 USD), not 3; 2 periods of 168 h would cost 220.00.
+    odd = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0))
+    decision._plan(odd, _question(window_hours=Decimal("217")), 100, CATALOG)
+    assert odd.plan_reason.startswith("no listed RTX 4090 package covers 217 h; 4 consecutive 3-day periods × 1 lot would, "
+                                      "188.56 USD")
+    # Equal totals (12 × 5.00 and 5 × 12.00 for 800 h): the package listed cheaper per lot is named.
+    tied = parse_catalog(HEADER + "v1,rtx-4090,RTX 4090,1,24,3,5.00,USD\nv1,rtx-4090,RTX 4090,1,24,7,12.00,USD\n", "t.csv")
+    even = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0))
+    decision._plan(even, _question(window_hours=Decimal("800")), 100, tied)
+    assert "800 h; 12 consecutive 3-day periods × 1 lot would, 60.00 USD" in even.plan_reason
     one = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0))
     decision._plan(one, _question(window_hours=Decimal("200")), 100, CATALOG)
     assert "3 consecutive 3-day periods × 1 lot would, 141.42 USD" in one.plan_reason  # cheaper than 2 × 7 days
