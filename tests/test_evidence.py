@@ -441,8 +441,11 @@ def test_verify_names_altered_unexpected_and_malformed_entries_from_a_bundle_bui
     def malformed(name, data):
         if name.endswith("/tagmanifest-sha256.txt"):
             return data.replace(b"\n", b"\r").replace(b"  bagit.txt", b" bagit.txt")
+        if name.endswith("/manifest-sha256.txt"):  # the same lines in another order: listed on line 3, checked still
+            return b"\n".join(reversed(data.removesuffix(b"\n").split(b"\n"))) + b"\n"
         return data
 
     rezip(bundle, tmp_path / "malformed.zip", malformed)
     problems = verify_bundle(tmp_path / "malformed.zip")
-    assert problems == ["tagmanifest-sha256.txt:2: not 'sha256  path'"]
+    assert problems == ["tagmanifest-sha256.txt:2: not 'sha256  path'",
+                        "manifest-sha256.txt: altered (its sha256 differs from tagmanifest-sha256.txt)"]
