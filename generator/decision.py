@@ -278,8 +278,7 @@ def check_rentals(view: CampaignView) -> tuple[dict, list[str]]:
         manifests.setdefault(manifest["run_id"], manifest)
     links, problems = {}, []
     for rental in view.rentals:
-        words = rental["gpu"].replace("-", " ")
-        card = Gpu(rental["gpu"], words, rental["cards_per_lot"], None)
+        card = Gpu(rental["gpu"], rental["gpu"], rental["cards_per_lot"], None)  # matched by the words of its slug
         covered = rental["lots"] * rental["cards_per_lot"]
         for run_id in rental.get("runs") or []:
             manifest = manifests.get(run_id)
@@ -367,13 +366,13 @@ def _to_measure(rows: list[Row], question: Question, catalog: Catalog) -> list[d
         cards.append({"card": card, "days": best.days if best else None,
                       "total": best.price_per_lot if best else None, "currency": best.currency if best else None,
                       "reason": None if best else (f"no listed package covers the {format_hours(question.window_hours)} h window; "
-                                                   f"listed: {catalog.options(card.slug) or 'none'}")})
+                                                   f"listed: {catalog.options(card.slug)}")})
     return cards
 
 
 def _rank_key(row: Row):
     total = row.plan.total if row.plan else Decimal("Infinity")
-    return (total, sum(n for s, n in row.statuses.items() if s != "ok"), row.hours[1] if row.hours else math.inf, row.label)
+    return (total, sum(n for s, n in row.statuses.items() if s != "ok"), row.hours[1], row.label)
 
 
 def decide(view: CampaignView, catalog: Catalog) -> Report:
@@ -458,8 +457,9 @@ def _answer(report: Report) -> None:
         lines.append(f"No configuration is feasible: {len(report.infeasible)} measured, each fails a condition listed below.")
         report.summary_line = f"no feasible configuration among {len(report.rows)}" if report.rows else "nothing measured yet"
     if ranked:
-        fastest = min(ranked, key=lambda row: row.hours[1] if row.hours else math.inf)
-        if fastest is not (report.cheapest or ranked[0]) and fastest.hours:
+        # Every feasible configuration has a projection: a successful trial, and a corpus of at least one entry.
+        fastest = min(ranked, key=lambda row: row.hours[1])
+        if fastest is not (report.cheapest or ranked[0]):
             report.fastest = fastest
             cost = f"planned {fastest.plan.total} {fastest.plan.currency}" if fastest.plan else fastest.plan_reason
             lines.append(f"Fastest feasible: {fastest.label}, projected {span(fastest.hours[1])} (median), {cost}.")
