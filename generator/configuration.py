@@ -101,10 +101,15 @@ def _tokens(name: str) -> set[str]:
 
 
 def card_matches(card: Gpu, observed_name: str | None) -> bool:
-    """Tell whether a GPU name reported by torch is the catalog's card: every word of the catalog name appears in it."""
+    """Tell whether a GPU name reported by torch is the catalog's card."""
+    return name_matches(card.name, observed_name)
+
+
+def name_matches(catalog_name: str, observed_name: str | None) -> bool:
+    """Tell whether every word of a catalog name or slug ('RTX 4090', 'rtx-4090') appears in a name torch reported."""
     # torch reports "NVIDIA GeForce RTX 4090" for the catalog's "RTX 4090", "NVIDIA RTX 6000 Ada Generation" for
     # "RTX 6000 Ada"; an older "Quadro RTX 6000" lacks "ada" and is not that card.
-    return bool(observed_name) and _tokens(card.name) <= _tokens(observed_name)
+    return bool(observed_name) and _tokens(catalog_name) <= _tokens(observed_name)
 
 
 def catalog_card(catalog: Catalog, configuration: Configuration) -> Gpu | None:

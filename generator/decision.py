@@ -8,7 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from generator.catalog import Catalog, Gpu, money
-from generator.configuration import card_matches, catalog_card, manifest_gpus
+from generator.configuration import catalog_card, manifest_gpus, name_matches
 from generator.errors import UserError
 from generator.schedule import format_hours
 from generator.tables import CampaignView, VariantSummary, separate
@@ -278,7 +278,6 @@ def check_rentals(view: CampaignView) -> tuple[dict, list[str]]:
         manifests.setdefault(manifest["run_id"], manifest)
     links, problems = {}, []
     for rental in view.rentals:
-        card = Gpu(rental["gpu"], rental["gpu"], rental["cards_per_lot"], None)  # matched by the words of its slug
         covered = rental["lots"] * rental["cards_per_lot"]
         for run_id in rental.get("runs") or []:
             manifest = manifests.get(run_id)
@@ -288,7 +287,7 @@ def check_rentals(view: CampaignView) -> tuple[dict, list[str]]:
                                 "copy that run's records here or correct the rental; it is not counted")
                 continue
             observed = manifest_gpus(manifest)
-            if not any(card_matches(card, name) for name in observed):
+            if not any(name_matches(rental["gpu"], name) for name in observed):
                 seen = ", ".join(observed) or f"no GPU (CPU {(manifest['environment'].get('cpu') or {}).get('model')})"
                 problems.append(f"{where} names run {run_id}, whose manifest observed {seen}: the hardware does not match; "
                                 "it is not counted for that run's configurations")
