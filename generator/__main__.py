@@ -1,7 +1,7 @@
-"""Run the iteralab CLI as ``python -m generator``."""
+"""Run the iteralab CLI as ``python -m iteralab``."""
 
 import sys
 
-from generator.cli import main
+from iteralab.cli import main
 
 sys.exit(main())

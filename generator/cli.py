@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from generator import __version__
-from generator.errors import UsageError, UserError
+from iteralab import __version__
+from iteralab.core.errors import UsageError, UserError
 
 COMMANDS = {}
 
@@ -70,7 +70,7 @@ CATALOG = arg("--catalog", type=Path, metavar="FILE", help="price catalog CSV (d
 )
 def cmd_cost(args) -> int:
     """Price a rental package: lot price x lots, never multiplied again by cards per lot."""
-    from generator.catalog import load_catalog, quote
+    from iteralab.money.catalog import load_catalog, quote
 
     result = quote(load_catalog(args.catalog), gpu=args.gpu, days=args.days, lots=args.lots,
                    accepted_results=args.accepted_results)
@@ -111,8 +111,8 @@ def cmd_cost(args) -> int:
 )
 def cmd_schedule(args) -> int:
     """Measure a rental window in real elapsed hours and show which packages cover it."""
-    from generator.catalog import load_catalog
-    from generator.schedule import format_hours, plan_window
+    from iteralab.money.catalog import load_catalog
+    from iteralab.money.schedule import format_hours, plan_window
 
     catalog = load_catalog(args.catalog) if args.gpu else None
     window = plan_window(start=args.start, end=args.end, tz=args.tz, catalog=catalog, gpu=args.gpu, lots=args.lots)
@@ -154,7 +154,7 @@ def cmd_schedule(args) -> int:
 )
 def cmd_check(args) -> int:
     """Validate every record under the runs folder and list each problem as file:line: reason."""
-    from generator.records import load
+    from iteralab.store.records import load
 
     loaded = load(args.runs)
     counts = {kind: len(loaded.of_kind(kind)) for kind in ("manifest", "trial", "rental", "deliverable")}
@@ -174,7 +174,7 @@ def cmd_check(args) -> int:
 )
 def cmd_run(args) -> int:
     """Run a benchmark campaign: protocol fixed first, rotated trials, every outcome recorded."""
-    from generator.runner import format_summary, prepare, run_campaign, summarize
+    from iteralab.run.runner import format_summary, prepare, run_campaign, summarize
 
     if args.dry_run:
         prepared = prepare(args.campaign, args.runs)
@@ -208,8 +208,8 @@ def cmd_run(args) -> int:
 )
 def cmd_demo(args) -> int:
     """Run the embedded demo campaign: 1,000 real reviews, a real fine-tuned encoder, offline."""
-    from generator.demo import CAMPAIGN, describe_time, run_demo
-    from generator.runner import format_summary, summarize
+    from iteralab.demo import CAMPAIGN, describe_time, run_demo
+    from iteralab.run.runner import format_summary, summarize
 
     def log(message):
         print(message, file=sys.stderr, flush=True)
@@ -245,7 +245,7 @@ def cmd_demo(args) -> int:
 )
 def cmd_build(args) -> int:
     """Render the records, the catalog and decision notes into a static site."""
-    from generator.site import build_site
+    from iteralab.site.build import build_site
 
     result = build_site(runs=args.runs, out=args.out, notes=args.notes, catalog=args.catalog, sheets=args.sheets,
                         processes=args.processes)
@@ -296,8 +296,8 @@ def cmd_serve(args) -> int:
 )
 def cmd_rental(args) -> int:
     """Record a GPU package bought (catalog price and receipt kept), or list the rentals of a campaign."""
-    from generator.records import load
-    from generator.rentals import add_rental
+    from iteralab.decision.rentals import add_rental
+    from iteralab.store.records import load
 
     if args.action == "list":
         rentals = [r for r in load(args.runs).of_kind("rental") if r["campaign"] == args.campaign] if args.runs.is_dir() else []
@@ -328,8 +328,8 @@ def cmd_rental(args) -> int:
 )
 def cmd_decide(args) -> int:
     """Answer which configuration gets the campaign's result for the lowest planned spend, and why."""
-    from generator.decision import decision_report
-    from generator.report import describe_report, report_dict
+    from iteralab.decision.report import decision_report
+    from iteralab.decision.text import describe_report, report_dict
 
     report = decision_report(campaign=args.campaign, runs=args.runs, catalog=args.catalog)
     emit(args, report_dict(report), describe_report(report))
@@ -346,8 +346,8 @@ def cmd_decide(args) -> int:
 )
 def cmd_note(args) -> int:
     """Draft a decision note (Markdown) from the decision report, for the team to edit before publishing."""
-    from generator.decision import decision_report
-    from generator.notes import write_draft
+    from iteralab.decision.report import decision_report
+    from iteralab.site.notes import write_draft
 
     report = decision_report(campaign=args.campaign, runs=args.runs, catalog=args.catalog)
     path = write_draft(report, folder=args.notes or args.runs.parent / "notes", author=args.author)
@@ -364,7 +364,7 @@ def cmd_note(args) -> int:
 )
 def cmd_deliver(args) -> int:
     """Record a distinct validated corpus as delivered; repetitions never count twice."""
-    from generator.rentals import deliver
+    from iteralab.decision.rentals import deliver
 
     record = deliver(runs_dir=args.runs, campaign=args.campaign, trial_id=args.trial, name=args.name)
     emit(args, record, f"Recorded deliverable {record['record_id']}: {record['name']} (corpus {record['corpus_fingerprint'][:19]}…)")
@@ -380,7 +380,7 @@ def cmd_deliver(args) -> int:
 )
 def cmd_bundle(args) -> int:
     """Write a campaign's evidence bundle: a deterministic zipped BagIt bag with checksums."""
-    from generator.bundle import write_bundle
+    from iteralab.site.bundle import write_bundle
 
     path, digest = write_bundle(campaign=args.campaign, out=args.output, runs=args.runs, notes=args.notes, catalog=args.catalog)
     emit(args, {"path": str(path), "sha256": digest}, f"{path}\nsha256 {digest}")
@@ -390,7 +390,7 @@ def cmd_bundle(args) -> int:
 @command(arg("bundle", type=Path, help="evidence bundle (.zip)"), JSON)
 def cmd_verify(args) -> int:
     """Check an evidence bundle: safe entries, every file present, every checksum right, nothing extra."""
-    from generator.bundle import verify_bundle
+    from iteralab.site.bundle import verify_bundle
 
     problems = verify_bundle(args.bundle)
     emit(args, {"bundle": str(args.bundle), "problems": problems, "valid": not problems},
@@ -416,8 +416,8 @@ def cmd_verify(args) -> int:
 )
 def cmd_size(args) -> int:
     """Estimate memory per GPU: weights, your reserve and KV cache, against the catalog's cards."""
-    from generator.catalog import load_catalog
-    from generator.sizing import describe, estimate
+    from iteralab.money.catalog import load_catalog
+    from iteralab.money.sizing import describe, estimate
 
     if (args.params is None) == (args.model is None):
         raise UsageError("give either --params or --model")
@@ -436,9 +436,9 @@ def cmd_size(args) -> int:
 )
 def cmd_qualify(args) -> int:
     """Settle each candidate's six criteria from evidence and sheets; rank the selected ones."""
-    from generator.catalog import load_catalog
-    from generator.qualify import qualify
-    from generator.records import Loaded, load
+    from iteralab.decision.qualification import qualify
+    from iteralab.money.catalog import load_catalog
+    from iteralab.store.records import Loaded, load
 
     loaded = load(args.runs) if args.runs.is_dir() else Loaded()
     sheets = qualify(args.sheets, loaded, load_catalog(args.catalog))

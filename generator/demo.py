@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from generator.corpus import Entry, load_corpus, write_jsonl
-from generator.environment import cache_root, model_files, sha256_file
-from generator.errors import UserError
+from iteralab.core.errors import UserError
+from iteralab.run.corpus import Entry, load_corpus, write_jsonl
+from iteralab.run.machine import cache_root, model_files, sha256_file
 
 CAMPAIGN = "demo-rotten-tomatoes"
 LABELS = ("fresh", "rotten")
@@ -63,7 +63,7 @@ def read_reviews(corpus_file: Path) -> list[Entry]:
 
 def split_corpora(entries: list[Entry], token_counts: dict[str, int]) -> tuple[list[Entry], list[Entry]]:
     """Draw the final corpus (600 short, 300 medium, 100 long, classes balanced); the rest is tuning."""
-    generator = random.Random(SEED)
+    rng = random.Random(SEED)
     final, lower = [], 0
     for name, upper, wanted in BUCKETS:
         in_bucket = [e for e in entries if token_counts[e.id] > lower and (upper is None or token_counts[e.id] <= upper)]
@@ -72,9 +72,9 @@ def split_corpora(entries: list[Entry], token_counts: dict[str, int]) -> tuple[l
             share = wanted // len(LABELS) + (index < wanted % len(LABELS))
             if len(pool) < share:
                 raise UserError(f"the review corpus has only {len(pool)} {label} {name} texts; {share} are needed")
-            final.extend(generator.sample(pool, share))
+            final.extend(rng.sample(pool, share))
         lower = upper or lower
-    generator.shuffle(final)
+    rng.shuffle(final)
     chosen = {entry.id for entry in final}
     return [entry for entry in entries if entry.id not in chosen], final
 
@@ -96,9 +96,9 @@ def fine_tune(base: Path, tuning: list[Entry], target: Path, verbose: bool) -> d
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     torch.manual_seed(SEED)
-    generator = random.Random(SEED)
+    rng = random.Random(SEED)
     shuffled = sorted(tuning, key=lambda e: e.id)
-    generator.shuffle(shuffled)
+    rng.shuffle(shuffled)
     cut = int(len(shuffled) * RECIPE["heldout_share"])
     heldout, train = shuffled[:cut], shuffled[cut:][:RECIPE["train_entries"]]
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
@@ -117,13 +117,13 @@ def fine_tune(base: Path, tuning: list[Entry], target: Path, verbose: bool) -> d
     for epoch in range(RECIPE["epochs"]):
         model.train()
         order = list(train)
-        generator.shuffle(order)
+        rng.shuffle(order)
         if RECIPE["length_batches"]:
             # Batches of similar length pad little: sorted within pools of a few batches, the pools in random order.
             pool = size * RECIPE["length_batches"]
             order = [e for start in range(0, len(order), pool) for e in sorted(order[start:start + pool], key=lambda e: lengths[e.id])]
         batches = [order[start:start + size] for start in range(0, len(order), size)]
-        generator.shuffle(batches)
+        rng.shuffle(batches)
         for step, batch in enumerate(batches):
             encoded = tokenizer([e.text for e in batch], padding=True, truncation=True, max_length=MAX_LENGTH, return_tensors="pt")
             loss = model(**encoded, labels=torch.tensor([label_index[e.label] for e in batch])).loss
@@ -205,7 +205,7 @@ def install_example_sheets(folder: Path) -> list[Path]:
     from importlib import resources
 
     written = []
-    source = resources.files("generator") / "data" / "qualification"
+    source = resources.files("iteralab") / "data" / "qualification"
     for item in sorted(source.iterdir(), key=lambda entry: entry.name):
         target = Path(folder) / item.name
         if item.name.endswith(".toml") and not target.exists():
@@ -255,9 +255,9 @@ def prepare_workspace(*, log=None) -> Path:
 
 def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = False, log=None) -> dict:
     """Prepare once, measure the demo campaign unless it was measured already, then build the site."""
-    from generator.records import load
-    from generator.runner import run_campaign
-    from generator.site import build_site
+    from iteralab.run.runner import run_campaign
+    from iteralab.site.build import build_site
+    from iteralab.store.records import load
 
     runs_dir, out = Path(runs_dir), Path(out)
     started = time.perf_counter()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.cli import main
+from iteralab.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,10 +34,10 @@ def cli(capsys):
 
 
 def run_module(*args, cwd=None, env=None, timeout=120):
-    """Run ``python -m generator`` as a user would, in a subprocess."""
+    """Run ``python -m iteralab`` as a user would, in a subprocess."""
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "generator", *map(str, args)],
+        [sys.executable, "-m", "iteralab", *map(str, args)],
         cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
     )
 

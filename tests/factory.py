@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generator import records
+from iteralab.store import records
 
 FINGERPRINT = "a" * 64
 SHA = "b" * 64

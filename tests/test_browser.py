@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from generator import records
-from generator.site import build_site
+from iteralab.site.build import build_site
+from iteralab.store import records
 from tests import factory
 from tests.test_decision import CPU, RTX_4090, RTX_6000_ADA, write_machine
 

@@ -4,8 +4,8 @@ from decimal import Decimal
 
 import pytest
 
-from generator.catalog import load_catalog, parse_catalog, quote
-from generator.errors import UserError
+from iteralab.core.errors import UserError
+from iteralab.money.catalog import load_catalog, parse_catalog, quote
 from tests import factory
 
 HEADER = factory.CATALOG_HEADER
@@ -128,7 +128,7 @@ def test_options_list_a_gpus_packages_shortest_first():
 
 
 def test_gigabytes_convert_to_gibibytes_to_two_places():
-    from generator.catalog import gb_to_gib
+    from iteralab.money.catalog import gb_to_gib
 
     assert gb_to_gib(Decimal("24")) == Decimal("22.35")  # 24e9 / 2**30 = 22.3517...
     assert gb_to_gib(Decimal("80")) == Decimal("74.51")
@@ -147,7 +147,7 @@ def test_snapshot_gives_every_row_as_plain_strings_sorted_by_gpu_and_days():
 
 
 def test_cost_per_validated_corpus_says_why_it_is_undefined():
-    from generator.catalog import cost_per_validated_corpus
+    from iteralab.money.catalog import cost_per_validated_corpus
 
     assert cost_per_validated_corpus(Decimal("94.28"), None) == (None, "the number of accepted results was not given")
     assert cost_per_validated_corpus(Decimal("94.28"), 0) == (
@@ -210,7 +210,7 @@ def test_catalog_rows_are_read_trimmed_with_their_gpu_and_line(tmp_path):
     ("RTX 4090", "rtx-4090"), ("rtx_4090", "rtx-4090"), ("  H100 SXM5 80GB ", "h100-sxm5-80gb"), ("--A100--", "a100"),
     ("RTX 6000 Ada", "rtx-6000-ada"), ("", "")])
 def test_gpu_names_become_catalog_slugs(name, slug):
-    from generator.catalog import gpu_slug
+    from iteralab.money.catalog import gpu_slug
 
     assert gpu_slug(name) == slug
 

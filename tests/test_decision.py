@@ -8,11 +8,11 @@ from decimal import Decimal
 
 import pytest
 
-from generator import records
-from generator.catalog import load_catalog
-from generator.decision import decide
-from generator.report import report_dict
-from generator.tables import campaign_views
+from iteralab.decision.report import decide
+from iteralab.decision.text import report_dict
+from iteralab.money.catalog import load_catalog
+from iteralab.store import records
+from iteralab.store.views import campaign_views
 from tests import factory
 
 RTX_4090 = factory.machine("NVIDIA GeForce RTX 4090", cuda="12.8", driver="570.86", torch="2.13.0+cu128")
@@ -335,8 +335,8 @@ def test_the_fastest_option_is_shown_when_it_is_not_the_cheapest(tmp_path):
 
 
 def test_decision_report_reads_the_catalog_it_is_given_and_names_the_campaigns_there(merged, tmp_path, monkeypatch):
-    from generator.decision import decision_report
-    from generator.errors import UserError
+    from iteralab.core.errors import UserError
+    from iteralab.decision.report import decision_report
 
     cheaper = factory.price_file(tmp_path / "prices.csv")
     monkeypatch.chdir(merged.parent)  # the runs folder defaults to ./runs, as on the command line

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from generator import decision
-from generator.catalog import parse_catalog
-from generator.configuration import card_matches, catalog_card, manifest_gpus
+from iteralab.decision import report as decision
+from iteralab.money.catalog import parse_catalog
+from iteralab.store.configuration import card_matches, catalog_card, manifest_gpus
 from tests import factory
 
 HEADER = factory.CATALOG_HEADER
@@ -111,7 +111,7 @@ CATALOG = parse_catalog(HEADER + "v9,rtx-4090,RTX 4090,1,24,3,47.14,USD\nv9,rtx-
 
 
 def _configuration(device="gpu", gpu_name="NVIDIA GeForce RTX 4090", gpu_count=1):
-    from generator.configuration import Configuration
+    from iteralab.store.configuration import Configuration
 
     return Configuration("b1", (), device, gpu_name if device == "gpu" else None, gpu_count if device == "gpu" else 0,
                          "Test CPU", 2, "2.13.0", None, None, "no manifest" if device == "unknown" else None)
@@ -233,8 +233,8 @@ def test_projection_adds_the_one_time_phases_to_the_windows_per_lot():
 
 
 def test_trial_table_and_figures_per_configuration(tmp_path):
-    from generator import records
-    from generator.tables import campaign_views
+    from iteralab.store import records
+    from iteralab.store.views import campaign_views
 
     manifest = factory.manifest()
     trials = [factory.trial(manifest, "b1", seconds=s, repetition=n, sequence=n) for n, s in enumerate((2.0, 4.0, 3.0), 1)]
@@ -350,8 +350,8 @@ def test_cards_to_measure_are_priced_for_the_window_or_say_none_covers_it():
 
 
 def test_decide_counts_distinct_corpora_per_configuration_and_rentals_shared_by_configurations(tmp_path):
-    from generator import records
-    from generator.tables import campaign_views
+    from iteralab.store import records
+    from iteralab.store.views import campaign_views
 
     gpu = factory.machine("NVIDIA GeForce RTX 4090", cuda="12.8", driver="570.86")
     manifest = factory.manifest("camp", "run-1", environment=gpu, title="Camp title")
@@ -408,7 +408,7 @@ def _trial(device="cpu", series="batch", **config):
 
 
 def test_configuration_of_a_cpu_variant_names_the_cpu_and_its_threads_and_ignores_the_series():
-    from generator.configuration import Configuration, configuration_of
+    from iteralab.store.configuration import Configuration, configuration_of
 
     environment = {"cpu": {"model": "EPYC", "usable_cores": 8}, "threads": {"torch_intra_op": 4},
                    "gpus": [{"index": 0, "name": "NVIDIA H100"}], "cuda_version": "12.8", "driver_version": "570",
@@ -426,7 +426,7 @@ def test_configuration_of_a_cpu_variant_names_the_cpu_and_its_threads_and_ignore
 
 
 def test_configuration_of_a_gpu_variant_finds_its_card_by_index_and_counts_the_same_cards():
-    from generator.configuration import Configuration, configuration_of
+    from iteralab.store.configuration import Configuration, configuration_of
 
     gpus = [{"index": 0, "name": "NVIDIA H100"}, {"index": 1, "name": "NVIDIA GeForce RTX 4090"},
             {"index": 2, "name": "NVIDIA GeForce RTX 4090"}]

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from generator import demo
-from generator.campaign import load_campaign
-from generator.environment import model_files, sha256_file
+from iteralab import demo
+from iteralab.run.campaign import load_campaign
+from iteralab.run.machine import model_files, sha256_file
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_missing_demo_package_gives_install_instructions(monkeypatch, cli):
 def test_fine_tuning_runs_apart_and_saves_a_loadable_classifier(tiny_model, tmp_path):
     from transformers import AutoModelForSequenceClassification
 
-    from generator.corpus import Entry
+    from iteralab.run.corpus import Entry
     from tests.tiny import corpus_rows
 
     tuning = [Entry(row["id"], row["text"], "fresh" if row["label"] == "pos" else "rotten") for row in corpus_rows(40)]

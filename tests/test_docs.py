@@ -2,7 +2,7 @@
 
 import pytest
 
-from generator.cli import COMMANDS, build_parser
+from iteralab.cli import COMMANDS, build_parser
 from tests.conftest import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from generator import records
-from generator.bundle import verify_bundle
+from iteralab.site.bundle import verify_bundle
+from iteralab.store import records
 from tests import factory
 
 
@@ -218,8 +218,8 @@ def test_a_bundle_written_from_records_alone_verifies_and_carries_the_catalog_as
     """Fast: no model, factory records; the bundle's catalog.csv is the catalog file's rows, sorted by GPU and days."""
     import hashlib
 
-    from generator.bundle import write_bundle
-    from generator.catalog import DEFAULT_CATALOG
+    from iteralab.money.catalog import DEFAULT_CATALOG
+    from iteralab.site.bundle import write_bundle
 
     runs = tmp_path / "runs"
     manifest = factory.manifest()
@@ -238,7 +238,7 @@ def test_a_bundle_written_from_records_alone_verifies_and_carries_the_catalog_as
 
 
 def test_bag_names_replace_control_and_line_break_characters_only():
-    from generator.bundle import bag_name
+    from iteralab.site.bundle import bag_name
 
     assert bag_name("reçu n°7 (sept) 47,14 €.pdf") == "reçu n°7 (sept) 47,14 €.pdf"  # spaces and accents stay
     assert bag_name("a\tb\nc\rd\x1fe\x85f\u2028g\u2029h\x0bi\x0cj\x1ck.pdf") == "a_b_c_d_e_f_g_h_i_j_k.pdf"
@@ -251,7 +251,7 @@ def test_bag_names_replace_control_and_line_break_characters_only():
     ("bag/..", 0, "path with '..'"), ("bag/data/l", stat.S_IFLNK | 0o777, "symbolic link"),
     ("bag/data/fifo", stat.S_IFIFO | 0o644, "not a regular file"), ("bag/data/dev", stat.S_IFCHR | 0o644, "not a regular file")])
 def test_unsafe_zip_entries_are_named_and_ordinary_ones_pass(name, mode, why):
-    from generator.bundle import _unsafe
+    from iteralab.site.bundle import _unsafe
 
     info = zipfile.ZipInfo(name)
     info.external_attr = mode << 16
@@ -260,9 +260,9 @@ def test_unsafe_zip_entries_are_named_and_ordinary_ones_pass(name, mode, why):
 
 def test_payload_holds_every_record_input_prediction_receipt_and_note_of_the_campaign(tmp_path):
     """Fast: every file a bundle must carry, and what each holds, from factory records (no model)."""
-    from generator.bundle import payload
-    from generator.rentals import copy_receipt
-    from generator.tables import campaign_views
+    from iteralab.decision.rentals import copy_receipt
+    from iteralab.site.bundle import payload
+    from iteralab.store.views import campaign_views
 
     runs, notes = tmp_path / "runs", tmp_path / "notes"
     (runs / "camp" / "inputs").mkdir(parents=True)
@@ -314,7 +314,7 @@ def test_payload_holds_every_record_input_prediction_receipt_and_note_of_the_cam
 def test_bag_files_lay_out_a_bagit_bag_with_both_manifests():
     import hashlib
 
-    from generator.bundle import bag_files
+    from iteralab.site.bundle import bag_files
 
     def sha(data: bytes) -> str:
         return hashlib.sha256(data).hexdigest()
@@ -333,7 +333,7 @@ def test_bag_files_lay_out_a_bagit_bag_with_both_manifests():
 def test_zip_entries_are_sorted_regular_files_at_the_zip_epoch():
     import io
 
-    from generator.bundle import zip_bytes
+    from iteralab.site.bundle import zip_bytes
 
     with zipfile.ZipFile(io.BytesIO(zip_bytes("top", {"b": b"2" * 100, "a/c": b"1"}))) as archive:
         infos = archive.infolist()
@@ -347,8 +347,8 @@ def test_zip_entries_are_sorted_regular_files_at_the_zip_epoch():
 def test_campaign_bundle_names_its_top_folder_dates_the_bag_and_reads_the_given_catalog(tmp_path):
     import io
 
-    from generator.bundle import campaign_bundle
-    from generator.tables import campaign_views
+    from iteralab.site.bundle import campaign_bundle
+    from iteralab.store.views import campaign_views
 
     runs = tmp_path / "runs"
     manifest = factory.manifest()
@@ -372,9 +372,9 @@ def test_campaign_bundle_names_its_top_folder_dates_the_bag_and_reads_the_given_
 def test_a_bundle_of_manifests_alone_is_dated_by_them_and_names_itself(tmp_path, monkeypatch):
     import io
 
-    from generator.bundle import campaign_bundle, write_bundle
-    from generator.errors import UserError
-    from generator.tables import campaign_views
+    from iteralab.core.errors import UserError
+    from iteralab.site.bundle import campaign_bundle, write_bundle
+    from iteralab.store.views import campaign_views
 
     manifest = factory.manifest()
     manifest["created_at"] = "2026-09-28T09:00:00Z"
@@ -395,8 +395,8 @@ def test_a_bundle_of_manifests_alone_is_dated_by_them_and_names_itself(tmp_path,
 
 def test_verify_names_altered_unexpected_and_malformed_entries_from_a_bundle_built_here(tmp_path):
     """Fast twin of the end-to-end verify test: a bundle from records alone, with a receipt nested three folders deep."""
-    from generator.bundle import write_bundle
-    from generator.rentals import copy_receipt
+    from iteralab.decision.rentals import copy_receipt
+    from iteralab.site.bundle import write_bundle
 
     runs = tmp_path / "runs"
     manifest = factory.manifest()

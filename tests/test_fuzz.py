@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from generator import records
-from generator.campaign import load_campaign
-from generator.catalog import parse_catalog
-from generator.corpus import load_corpus
-from generator.errors import UserError
+from iteralab.core.errors import UserError
+from iteralab.money.catalog import parse_catalog
+from iteralab.run.campaign import load_campaign
+from iteralab.run.corpus import load_corpus
+from iteralab.store import records
 from tests import factory
 from tests.tiny import CAMPAIGN
 
@@ -153,10 +153,10 @@ def test_any_catalog_gives_a_catalog_or_a_clear_error(rows):
 def test_mutated_qualification_sheets_give_sheets_or_a_clear_error(data):
     from importlib import resources
 
-    from generator.catalog import load_catalog
-    from generator.qualify import qualify
+    from iteralab.decision.qualification import qualify
+    from iteralab.money.catalog import load_catalog
 
-    text = (resources.files("generator") / "data" / "qualification" / "demo-rtx-4090.toml").read_text()
+    text = (resources.files("iteralab") / "data" / "qualification" / "demo-rtx-4090.toml").read_text()
     lines = mutate(text.splitlines(), data)
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "sheet.toml").write_text("\n".join(lines), encoding="utf-8")
@@ -169,7 +169,7 @@ def test_mutated_qualification_sheets_give_sheets_or_a_clear_error(data):
 def test_record_strings_never_reach_a_page_unescaped(title, variant, error, model):
     from bs4 import BeautifulSoup
 
-    from generator.site import build_site
+    from iteralab.site.build import build_site
 
     with tempfile.TemporaryDirectory() as folder:
         runs = Path(folder) / "runs"

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from generator import records
-from generator.bundle import verify_bundle
-from generator.corpus import Entry, json_lines, load_corpus, write_jsonl
-from generator.notes import load_notes
-from generator.rentals import add_rental
+from iteralab.decision.rentals import add_rental
+from iteralab.run.corpus import Entry, json_lines, load_corpus, write_jsonl
+from iteralab.site.bundle import verify_bundle
+from iteralab.site.notes import load_notes
+from iteralab.store import records
 from tests.tiny import corpus_rows, write_campaign, write_corpus
 
 # Every character str.splitlines() breaks at besides \n and \r, and two emoji (one a ZWJ sequence).

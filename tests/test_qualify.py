@@ -9,8 +9,8 @@ from importlib import resources
 import pytest
 from bs4 import BeautifulSoup
 
-from generator import records
-from generator.site import build_site
+from iteralab.site.build import build_site
+from iteralab.store import records
 from tests import factory
 
 CAMPAIGN = "demo-rotten-tomatoes"
@@ -30,7 +30,7 @@ def runs(tmp_path):
 def sheets(tmp_path):
     folder = tmp_path / "qualification"
     folder.mkdir()
-    source = resources.files("generator") / "data" / "qualification"
+    source = resources.files("iteralab") / "data" / "qualification"
     for name in ("demo-rtx-4090.toml", "demo-rtx-6000-ada.toml"):
         (folder / name).write_bytes((source / name).read_bytes())
     return folder
@@ -141,7 +141,7 @@ def test_malformed_sheets_are_refused_with_file_and_criterion(cli, tmp_path, run
 
 
 def test_demo_installs_the_example_sheets_without_overwriting(tmp_path):
-    from generator.demo import install_example_sheets
+    from iteralab.demo import install_example_sheets
 
     assert [p.name for p in install_example_sheets(tmp_path)] == ["demo-rtx-4090.toml", "demo-rtx-6000-ada.toml"]
     (tmp_path / "demo-rtx-4090.toml").write_text("mine")

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from generator import records
-from generator.errors import UserError
+from iteralab.core.errors import UserError
+from iteralab.store import records
 from tests import factory
 
 SHA = "0" * 64
@@ -79,7 +79,7 @@ def test_torn_last_line_is_reported_and_the_next_append_starts_a_new_line(tmp_pa
 
 WRITER = textwrap.dedent("""
     import sys
-    from generator import records
+    from iteralab.store import records
     runs, run_id, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     for index in range(count):
         record = records.make_record("rental", campaign="demo", run_id=run_id, gpu="rtx-4090", lots=1, days=3,
@@ -233,8 +233,8 @@ def test_writing_into_a_full_disk_gives_a_clear_error_and_keeps_earlier_records(
         import resource, signal, sys
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, ({len(before) + 100}, {len(before) + 100}))
-        from generator import records
-        from generator.errors import UserError
+        from iteralab.store import records
+        from iteralab.core.errors import UserError
         record = records.make_record("rental", campaign="demo", run_id="run-a", gpu="rtx-4090", lots=1, days=3,
             start="s", catalog_version="v", price_per_lot="1.00", total="1.00", currency="USD",
             cards_per_lot=1, gpus=1, receipt=None, note="x" * 5000)
@@ -482,7 +482,7 @@ def test_a_repeated_deliverable_names_both_records_and_where_they_are(tmp_path):
 
 def test_a_successful_trial_without_a_measured_window_is_refused_and_listed_not_a_traceback(tmp_path):
     """Regression for #13 (found by its mutants): an 'ok' trial whose window was missing or null crashed every view."""
-    from generator.tables import campaign_views
+    from iteralab.store.views import campaign_views
 
     manifest = factory.manifest()
     missing, null = factory.trial(manifest, "b1"), factory.trial(manifest, "b1", repetition=2, sequence=2)

@@ -11,10 +11,11 @@ import time
 
 import pytest
 
-from generator import records, runner, trial
-from generator.campaign import rotation
-from generator.environment import sha256_file
-from generator.quality import check_ids
+from iteralab.run import runner, trial
+from iteralab.run.campaign import rotation
+from iteralab.run.machine import sha256_file
+from iteralab.run.metrics import check_ids
+from iteralab.store import records
 from tests.conftest import run_module
 
 
@@ -204,7 +205,7 @@ def test_sigterm_is_recorded_as_interrupted_and_nothing_is_lost(tiny_model, tmp_
     outcomes = []
     for attempt in range(3):
         runs = tmp_path / f"runs-{attempt}"
-        process = subprocess.Popen([sys.executable, "-m", "generator", "run", str(campaign), "--runs", str(runs), "--quiet"],
+        process = subprocess.Popen([sys.executable, "-m", "iteralab", "run", str(campaign), "--runs", str(runs), "--quiet"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -264,20 +265,20 @@ def test_runner_killed_at_random_points_keeps_every_written_record(tiny_campaign
 
     runs = tmp_path / "runs"
     campaign = tiny_campaign(repetitions=100, batch_sizes=(1, 4))
-    generator = random.Random(3)
+    rng = random.Random(3)
     snapshot: dict = {}  # every records file as it was after the previous kill
 
     def contents():
         return {path: path.read_bytes() for path in sorted(runs.glob("tiny/records/*.jsonl"))}
 
     for _ in range(3):
-        process = subprocess.Popen([sys.executable, "-m", "generator", "run", str(campaign), "--runs", str(runs), "--quiet"],
+        process = subprocess.Popen([sys.executable, "-m", "iteralab", "run", str(campaign), "--runs", str(runs), "--quiet"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and sum(data.count(b"\n") for data in contents().values()) < \
                 sum(data.count(b"\n") for data in snapshot.values()) + 3:
             time.sleep(0.05)
-        time.sleep(generator.uniform(0.0, 0.4))  # somewhere inside a trial or a record write
+        time.sleep(rng.uniform(0.0, 0.4))  # somewhere inside a trial or a record write
         flushed = contents()  # what the runner had written just before the kill: it may only grow after this
         process.kill()
         process.wait()

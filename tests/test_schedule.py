@@ -56,9 +56,9 @@ def test_end_before_start_and_unknown_zone_are_refused(cli):
 
 def test_package_hours_boundaries_zone_and_messages_exactly():
     """Survivors of make mutation in schedule.plan_window, each pinned (#13)."""
-    from generator.catalog import load_catalog
-    from generator.errors import UserError
-    from generator.schedule import plan_window
+    from iteralab.core.errors import UserError
+    from iteralab.money.catalog import load_catalog
+    from iteralab.money.schedule import plan_window
 
     exact = plan_window(start="2026-09-28 09:00", end="2026-10-01 09:00")  # 72 h: the 3-day package covers it exactly
     assert [(f.days, f.hours, f.covers, f.periods_needed) for f in exact.fits] == [(3, 72, True, 1), (7, 168, True, 1),
@@ -85,7 +85,7 @@ def test_naive_times_are_utc_and_elapsed_hours_are_exact():
     """Survivors of make mutation in parse_time and elapsed_hours (#13)."""
     import datetime as dt
 
-    from generator.schedule import elapsed_hours, parse_time
+    from iteralab.money.schedule import elapsed_hours, parse_time
 
     assert parse_time("2026-09-28 09:00", None, "start").tzinfo is dt.UTC
     begin = parse_time("2026-09-28T09:00+07:00", None, "start")
@@ -96,6 +96,6 @@ def test_naive_times_are_utc_and_elapsed_hours_are_exact():
 @pytest.mark.parametrize(("hours", "text"), [("0", "0"), ("0.001", "0"), ("96", "96"), ("95.5", "95.5"), ("100", "100"),
                                              ("10.10", "10.1"), ("71.9056", "71.91")])
 def test_hours_are_written_without_trailing_zeros(hours, text):
-    from generator.schedule import format_hours
+    from iteralab.money.schedule import format_hours
 
     assert format_hours(Decimal(hours)) == text

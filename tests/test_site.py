@@ -9,9 +9,10 @@ import threading
 import pytest
 from bs4 import BeautifulSoup
 
-from generator import records, workers
-from generator import site as site_module
-from generator.site import build_site
+from iteralab.site import build as site_module
+from iteralab.site import workers
+from iteralab.site.build import build_site
+from iteralab.store import records
 from tests import factory
 from tests.conftest import run_module
 
@@ -262,7 +263,7 @@ def test_serve_previews_the_site_on_localhost(site):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "generator", "serve", "--out", str(site), "--port", str(port)],
+    process = subprocess.Popen([sys.executable, "-m", "iteralab", "serve", "--out", str(site), "--port", str(port)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(100):

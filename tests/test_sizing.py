@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from generator.sizing import kv_cache_bytes, read_architecture
+from iteralab.money.sizing import kv_cache_bytes, read_architecture
 
 
 def size(cli, *args):
@@ -72,7 +72,7 @@ def test_bad_sizing_input_is_a_clear_error(cli, args, status):
 def test_demo_encoder_parameters_from_safetensors_match_loading_it_in_torch():
     from transformers import AutoModel
 
-    from generator.demo import locate_inputs
+    from iteralab.demo import locate_inputs
 
     base, _ = locate_inputs()
     architecture = read_architecture(base)

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from generator import records
-from generator.tables import campaign_views
+from iteralab.store import records
+from iteralab.store.views import campaign_views
 from tests import factory
 
 
@@ -174,14 +174,14 @@ def test_separation_compares_every_pair_once_in_variant_order(tmp_path):
 
 
 def _summary(name, seconds):
-    from generator.tables import VariantSummary
+    from iteralab.store.views import VariantSummary
 
     return VariantSummary(name, "batch", {}, [], durations=[(f"t{i}", value) for i, value in enumerate(seconds)])
 
 
 def test_separation_says_separated_overlapping_or_spread_as_large_as_the_gap():
     """Regression for #13: the separation rule had no fixture of its own."""
-    from generator.tables import separate
+    from iteralab.store.views import separate
 
     fast, slow = _summary("fast", [1.0, 1.1, 1.2]), _summary("slow", [2.0, 2.1, 2.2])
     for statement in (separate(slow, fast), separate(fast, slow)):
@@ -207,7 +207,7 @@ def test_separation_says_separated_overlapping_or_spread_as_large_as_the_gap():
 
 @pytest.mark.parametrize(("first", "second"), [([1.0], [2.0, 2.1]), ([1.0, 1.1], [2.0]), ([], []), ([1.0], [2.0])])
 def test_separation_needs_two_successful_trials_of_each(first, second):
-    from generator.tables import separate
+    from iteralab.store.views import separate
 
     statement = separate(_summary("e", first), _summary("f", second))
     assert statement == {"pair": ("e", "f"), "separated": None,
@@ -228,7 +228,7 @@ def test_problems_go_to_the_campaign_folder_their_file_names_and_shared_ones_to_
 
 
 def test_a_summary_is_labelled_by_its_name_until_told_otherwise_and_keeps_the_trials_series(tmp_path):
-    from generator.tables import VariantSummary
+    from iteralab.store.views import VariantSummary
 
     assert VariantSummary("b1", "batch", {}, []).label == "b1"
     assert VariantSummary("b1", "batch", {}, [], label="b1 · CPU").label == "b1 · CPU"

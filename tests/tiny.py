@@ -33,11 +33,11 @@ def build_model(folder: Path) -> Path:
 
 def corpus_rows(count: int = 24, seed: int = 7) -> list[dict]:
     """Return labelled entries of varied length (3 to 30 words)."""
-    generator = random.Random(seed)
+    rng = random.Random(seed)
     rows = []
     for index in range(count):
         length = [3, 8, 30][index % 3]
-        rows.append({"id": f"doc-{index:03d}", "text": " ".join(generator.choice(WORDS) for _ in range(length)),
+        rows.append({"id": f"doc-{index:03d}", "text": " ".join(rng.choice(WORDS) for _ in range(length)),
                      "label": "pos" if index % 2 else "neg"})
     return rows
 

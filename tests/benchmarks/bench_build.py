@@ -24,7 +24,7 @@ from pathlib import Path
 def make_runs(folder: Path, campaigns: int, trials: int) -> None:
     import json
 
-    from generator import records
+    from iteralab.store import records
     from tests import factory
 
     for index in range(campaigns):
@@ -51,7 +51,7 @@ def make_runs(folder: Path, campaigns: int, trials: int) -> None:
 
 
 def main() -> None:
-    from generator.site import build_site
+    from iteralab.site.build import build_site
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["10x100", "100x100"])

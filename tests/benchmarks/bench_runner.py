@@ -30,10 +30,10 @@ def bare_loop(model, tokenizer, corpus_file: Path, batch_size: int, max_length: 
 
 
 def main() -> None:
-    from generator.campaign import Variant
-    from generator.corpus import write_jsonl
-    from generator.demo import locate_inputs, read_reviews
-    from generator.trial import Inference, load_model
+    from iteralab.demo import locate_inputs, read_reviews
+    from iteralab.run.campaign import Variant
+    from iteralab.run.corpus import write_jsonl
+    from iteralab.run.trial import Inference, load_model
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=300)

@@ -20,7 +20,7 @@ import orjson
 
 
 def main() -> None:
-    from generator import records
+    from iteralab.store import records
     from tests import factory
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

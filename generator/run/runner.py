@@ -15,12 +15,11 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator import records
-from generator.campaign import Campaign, load_campaign, protocol_fingerprint, rotation
-from generator.corpus import Corpus, load_corpus
-from generator.errors import UserError
-from generator.quality import check_format, check_ids, evaluate
-from generator.trial import (
+from iteralab.core.errors import UserError
+from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, rotation
+from iteralab.run.corpus import Corpus, load_corpus
+from iteralab.run.metrics import check_format, check_ids, evaluate
+from iteralab.run.trial import (
     Inference,
     Interrupted,
     PhaseClock,
@@ -29,6 +28,7 @@ from generator.trial import (
     out_of_memory_errors,
     release,
 )
+from iteralab.store import records
 
 
 @dataclass
@@ -215,7 +215,7 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = "runs", qu
                  progress=None) -> RunResult:
     """Run every planned trial of a campaign and append manifest and trial records."""
 
-    from generator.environment import code_version, environment, model_files
+    from iteralab.run.machine import code_version, environment, model_files
 
     runs_dir = Path(runs_dir)
     prepared = prepare(campaign_file, runs_dir)

@@ -7,9 +7,9 @@ import statistics
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from generator.catalog import cost_per_validated_corpus, money
-from generator.configuration import Configuration, configuration_of
-from generator.records import Loaded
+from iteralab.money.catalog import cost_per_validated_corpus, money
+from iteralab.store.configuration import Configuration, configuration_of
+from iteralab.store.records import Loaded
 
 CONFIG_FIELDS = ("batch_size", "precision", "quantization", "compile", "attention", "length_sorted", "device")
 

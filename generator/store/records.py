@@ -16,7 +16,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from generator.errors import UserError
+from iteralab.core.errors import UserError
 
 SCHEMA_VERSION = 1
 KINDS = ("manifest", "trial", "rental", "deliverable")
@@ -84,7 +84,7 @@ def _validators() -> dict:
     import jsonschema
     from referencing import Registry, Resource
 
-    folder = resources.files("generator") / "schemas"
+    folder = resources.files("iteralab.store") / "schemas"
     loaded = {
         name: json.loads((folder / f"{name}.schema.json").read_text(encoding="utf-8"))
         for name in ("common", *KINDS)
@@ -284,7 +284,7 @@ class Loaded:
 
 @cache
 def _schemas_digest() -> str:
-    folder = resources.files("generator") / "schemas"
+    folder = resources.files("iteralab.store") / "schemas"
     digest = hashlib.sha256(str(SCHEMA_VERSION).encode())
     for kind in ("common", *KINDS):
         digest.update((folder / f"{kind}.schema.json").read_bytes())
@@ -299,7 +299,7 @@ class _ValidatedPrefix:
     """
 
     def __init__(self, path: Path):
-        from generator.environment import cache_root
+        from iteralab.run.machine import cache_root
 
         key = hashlib.sha256(str(Path(path).resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:32]
         self.file = cache_root() / "validated" / f"{key}.json"

@@ -7,7 +7,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from generator.catalog import Catalog, Gpu
+from iteralab.money.catalog import Catalog, Gpu
 
 
 @dataclass(frozen=True)

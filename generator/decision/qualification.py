@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from generator.catalog import Catalog, money
-from generator.configuration import card_matches
-from generator.errors import UserError
-from generator.records import Loaded
-from generator.schedule import elapsed_hours, format_hours, parse_time
-from generator.sizing import gib
-from generator.tables import campaign_views
+from iteralab.core.errors import UserError
+from iteralab.money.catalog import Catalog, money
+from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
+from iteralab.money.sizing import gib
+from iteralab.store.configuration import card_matches
+from iteralab.store.records import Loaded
+from iteralab.store.views import campaign_views
 
 CRITERIA = ("workload_covered", "compatibility", "memory_per_gpu", "quality", "distribution_and_server", "budget_and_schedule")
 DERIVED = ("memory_per_gpu", "quality", "budget_and_schedule")

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
-from generator.catalog import Catalog, Gpu, money
-from generator.configuration import catalog_card, manifest_gpus, name_matches
-from generator.errors import UserError
-from generator.schedule import format_hours
-from generator.tables import CampaignView, VariantSummary, separate
+from iteralab.core.errors import UserError
+from iteralab.money.catalog import Catalog, Gpu, money
+from iteralab.money.schedule import format_hours
+from iteralab.store.configuration import catalog_card, manifest_gpus, name_matches
+from iteralab.store.views import CampaignView, VariantSummary, separate
 
 ONE_TIME_PHASES = ("environment_check", "model_load", "compilation", "warmup")
 MAX_LOTS = 64  # the planner tries more lots only to fit many independent corpora; beyond this it says so
@@ -473,9 +473,9 @@ def _answer(report: Report) -> None:
 
 def decision_report(*, campaign: str, runs: Path | str = "runs", catalog: Path | str | None = None) -> Report:
     """Load the runs folder and build CAMPAIGN's decision report."""
-    from generator.catalog import load_catalog
-    from generator.records import load
-    from generator.tables import campaign_views
+    from iteralab.money.catalog import load_catalog
+    from iteralab.store.records import load
+    from iteralab.store.views import campaign_views
 
     runs = Path(runs)
     if not runs.is_dir():

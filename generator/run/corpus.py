@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.errors import UserError
+from iteralab.core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from generator.catalog import PACKAGE_DAYS, Catalog, money
-from generator.errors import UserError
+from iteralab.core.errors import UserError
+from iteralab.money.catalog import PACKAGE_DAYS, Catalog, money
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from generator.campaign import Variant
-from generator.corpus import load_corpus
+from iteralab.run.campaign import Variant
+from iteralab.run.corpus import load_corpus
 
 PHASES = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
 HOST_RSS_PER_PHASE = "peak resident set size of the runner process during the phase (VmHWM, reset at phase start)"

@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import generator
-from generator.errors import UserError
-from generator.sizing import safetensors_parameters
+import iteralab
+from iteralab.core.errors import UserError
+from iteralab.money.sizing import safetensors_parameters
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "pandas")
 TOKENIZER_FILE_PREFIXES = ("tokenizer", "vocab", "special_tokens_map", "merges", "spiece", "sentencepiece")
@@ -66,7 +66,7 @@ def _with_reason(value, reason: str) -> tuple:
 
 def code_version() -> dict:
     """Return the package version and, when run from a git checkout, its commit."""
-    folder = Path(generator.__file__).resolve().parent.parent
+    folder = Path(iteralab.__file__).resolve().parent.parent
     commit, reason, dirty = None, None, None
     if shutil.which("git") is None:
         reason = "git is not installed"
@@ -79,7 +79,7 @@ def code_version() -> dict:
             status = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
                                     capture_output=True, text=True)
             dirty = bool(status.stdout.strip())
-    return {"package": "iteralab", "version": generator.__version__, "git_commit": commit,
+    return {"package": "iteralab", "version": iteralab.__version__, "git_commit": commit,
             "git_commit_reason": reason, "git_uncommitted_changes": dirty}
 
 

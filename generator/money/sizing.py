@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from pathlib import Path
 
-from generator.catalog import GIB, Catalog
-from generator.errors import UsageError, UserError
+from iteralab.core.errors import UsageError, UserError
+from iteralab.money.catalog import GIB, Catalog
 
 TABLE_BITS = (32, 16, 8, 4)
 THEORETICAL_NOTE = "theoretical: quantization metadata (scales, zero points) and layers kept in other formats are not counted"

@@ -6,11 +6,11 @@ import os
 import shutil
 from pathlib import Path
 
-from generator import records
-from generator.catalog import load_catalog, quote
-from generator.environment import sha256_file
-from generator.errors import UserError
-from generator.schedule import elapsed_hours, format_hours, parse_time
+from iteralab.core.errors import UserError
+from iteralab.money.catalog import load_catalog, quote
+from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
+from iteralab.run.machine import sha256_file
+from iteralab.store import records
 
 MAX_RECEIPT_BYTES = 50 * 2**20  # receipts are PDFs or photos; anything larger is probably the wrong file
 
@@ -74,8 +74,8 @@ def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days
 
 def _check_runs(runs_dir: Path, campaign: str, runs: list[str], price) -> None:
     """Refuse a rental whose runs are unknown or observed other hardware than the package rented."""
-    from generator.decision import check_rentals
-    from generator.tables import campaign_views
+    from iteralab.decision.report import check_rentals
+    from iteralab.store.views import campaign_views
 
     for run_id in runs:
         records.check_name(run_id, "--run")

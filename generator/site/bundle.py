@@ -10,11 +10,11 @@ import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from generator.catalog import load_catalog
-from generator.errors import UserError
-from generator.notes import load_notes
-from generator.records import load
-from generator.tables import CampaignView, campaign_views
+from iteralab.money.catalog import load_catalog
+from iteralab.core.errors import UserError
+from iteralab.site.notes import load_notes
+from iteralab.store.records import load
+from iteralab.store.views import CampaignView, campaign_views
 
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip epoch: the same evidence gives the same bytes
 
@@ -40,7 +40,7 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
 
     A site build passes what it already has (LOADED_NOTES, PRICE_CATALOG, TRIALS_CSV) instead of making it again per campaign.
     """
-    from generator.site import trial_table_csv
+    from iteralab.site.build import trial_table_csv
 
     files: dict[str, bytes] = {}
     folder = runs / view.name
@@ -68,8 +68,8 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
     files["trials.csv"] = (trial_table_csv(view) if trials_csv is None else trials_csv).encode("utf-8")
     price_catalog = price_catalog or load_catalog(catalog_path)
     files["catalog.csv"] = _catalog_csv(price_catalog).encode("utf-8")
-    from generator.decision import decide
-    from generator.report import describe_report, report_dict
+    from iteralab.decision.report import decide
+    from iteralab.decision.text import describe_report, report_dict
 
     report = report or decide(view, price_catalog)
     files["decision.json"] = _json(report_dict(report))
@@ -87,13 +87,13 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
 
 
 def _json(value) -> bytes:
-    from generator.site import pretty_json
+    from iteralab.site.build import pretty_json
 
     return (pretty_json(value) + "\n").encode("utf-8")
 
 
 def _index_html(view: CampaignView, files: dict[str, bytes]) -> str:
-    from generator.site import environment
+    from iteralab.site.build import environment
 
     listing = [{"path": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in sorted(files.items())]
     return environment().get_template("bundle_index.html").render(view=view, files=listing, cost=view.cost())

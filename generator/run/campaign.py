@@ -10,8 +10,8 @@ import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from generator.errors import UserError
-from generator.records import NAME_PATTERN
+from iteralab.core.errors import UserError
+from iteralab.store.records import NAME_PATTERN
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 QUANTIZATIONS = ("none", "dynamic-int8")
@@ -167,7 +167,7 @@ def decision_question(table: _Table) -> dict:
     from decimal import Decimal, InvalidOperation
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-    from generator.schedule import elapsed_hours, format_hours, parse_time
+    from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
 
     corpora = table.get("corpora", int, default=None, minimum=1)
     entries = table.get("entries", int, default=None, minimum=1)

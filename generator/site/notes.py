@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.errors import UserError
+from iteralab.core.errors import UserError
 
 FIELDS = ("title", "campaign", "decision", "selected_variant", "workload_covered", "date", "author")
 REQUIRED = ("campaign", "decision", "date", "author")
@@ -23,7 +23,7 @@ class Note:
 
 
 def _front_matter(text: str, source: str) -> tuple[dict, str]:
-    from generator.corpus import json_lines
+    from iteralab.run.corpus import json_lines
 
     lines = json_lines(text)  # lines end at \n (or \r\n); a U+2028 inside a note's text is not a line break
     if not lines or lines[0].strip() != "---":
@@ -77,8 +77,8 @@ def load_notes(folder: Path | None) -> list[Note]:
 
 def draft_text(report, *, author: str, today: str) -> str:
     """Write a decision note draft from a decision report: front matter filled in, reasons and links written out."""
-    from generator.decision import span_range
-    from generator.report import planned_text
+    from iteralab.decision.report import span_range
+    from iteralab.decision.text import planned_text
 
     chosen = report.cheapest or (report.ranked[0] if report.ranked else None)
     decision = f"{chosen.label}" if chosen else "no configuration yet"

@@ -10,7 +10,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from importlib import resources
 from pathlib import Path
 
-from generator.errors import UserError
+from iteralab.core.errors import UserError
 
 PACKAGE_DAYS = (3, 7, 30)
 COLUMNS = (
@@ -110,7 +110,7 @@ class Catalog:
 def load_catalog(path: Path | str | None = None) -> Catalog:
     """Read the catalog at PATH, or the one shipped with the package when PATH is None."""
     if path is None:
-        text = (resources.files("generator") / "data" / DEFAULT_CATALOG).read_text(encoding="utf-8")
+        text = (resources.files("iteralab") / "data" / DEFAULT_CATALOG).read_text(encoding="utf-8")
         return parse_catalog(text, DEFAULT_CATALOG)
     path = Path(path)
     try:

@@ -16,18 +16,21 @@ from pathlib import Path
 
 from markupsafe import Markup, escape
 
-import generator
-from generator import charts, workers
-from generator.catalog import Catalog, gb_to_gib, load_catalog
-from generator.decision import Report, decide, span
-from generator.errors import UserError
-from generator.notes import load_notes
-from generator.qualify import qualify
-from generator.records import KINDS, load
-from generator.schedule import format_hours
-from generator.tables import CampaignView, campaign_views
+import iteralab
+from iteralab.site import charts
+from iteralab.site import workers
+from iteralab.money.catalog import Catalog, gb_to_gib, load_catalog
+from iteralab.decision.report import Report, decide, span
+from iteralab.core.errors import UserError
+from iteralab.site.notes import load_notes
+from iteralab.decision.qualification import qualify
+from iteralab.store.records import KINDS, load
+from iteralab.money.schedule import format_hours
+from iteralab.store.views import CampaignView, campaign_views
 
-TEMPLATES = Path(generator.__file__).resolve().parent.parent / "templates"
+# Shipped inside the package (iteralab.templates, from the repository's templates/ folder), so a wheel has them too.
+TEMPLATES = Path(str(resources.files("iteralab.templates")))
+TEMPLATE_SUFFIXES = (".html", ".css")
 STATE_FILE = ".iteralab-build.json"
 PHASE_ORDER = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
 
@@ -120,16 +123,14 @@ def pretty_json(value) -> str:
 
 
 @cache
-def environment(templates: Path = TEMPLATES):
+def environment():
     """Return the Jinja2 environment: autoescape on, undefined names are errors."""
     # Cached: compiled templates are reused across campaigns; Jinja still reloads a template whose file changed.
     import jinja2
 
-    if not templates.is_dir():
-        raise UserError(f"templates folder {templates} is missing: install iteralab from its source tree (pip install -e .)")
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates), autoescape=True,
+    env = jinja2.Environment(loader=jinja2.PackageLoader("iteralab.templates", "."), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.globals.update(fmt=fmt, cell=cell, phase_order=PHASE_ORDER, version=generator.__version__, schema_links=schema_links,
+    env.globals.update(fmt=fmt, cell=cell, phase_order=PHASE_ORDER, version=iteralab.__version__, schema_links=schema_links,
                        hours=format_hours, span=span)
     env.filters["tojson_pretty"] = pretty_json
     return env
@@ -206,7 +207,7 @@ def _files(folder: Path) -> list[tuple[str, os.DirEntry]]:
 
 def _inputs_digest(runs_files: list, notes_dir: Path, sheets_dir: Path, catalog: Path | None) -> str:
     """Hash everything a build reads: record bytes, other files by size and time, notes, sheets, catalog, templates."""
-    digest = hashlib.sha256(f"{generator.__version__}|{os.environ.get('SOURCE_DATE_EPOCH')}".encode())
+    digest = hashlib.sha256(f"{iteralab.__version__}|{os.environ.get('SOURCE_DATE_EPOCH')}".encode())
     listing = []  # names, sizes and times, hashed in one call: a no-change rebuild of 100,000 trials stats them all
     for relative, entry in runs_files:
         if relative.endswith(".jsonl") and relative.rpartition("/")[0].rpartition("/")[2] == "records":
@@ -217,21 +218,27 @@ def _inputs_digest(runs_files: list, notes_dir: Path, sheets_dir: Path, catalog:
             info = entry.stat()
             listing.append(f"{relative}\0{info.st_size}:{info.st_mtime_ns}\n")
     digest.update("".join(listing).encode("utf-8", "surrogateescape"))
-    for folder in (notes_dir, sheets_dir, TEMPLATES):
+    for folder in (notes_dir, sheets_dir):
         if folder.is_dir():
             for path in sorted(p for p in folder.rglob("*") if p.is_file()):
                 digest.update(path.as_posix().encode("utf-8", "surrogateescape") + b"\0" + path.read_bytes())
+    for path in template_files():
+        digest.update(path.relative_to(TEMPLATES).as_posix().encode() + b"\0" + path.read_bytes())
     if catalog is not None and catalog.is_file():
         digest.update(catalog.read_bytes())
     return digest.hexdigest()
 
 
-def _shared_key(catalog: Catalog, templates: Path) -> str:
+def template_files() -> list[Path]:
+    """Return the template and stylesheet files, sorted (not the package's __init__ or bytecode)."""
+    return sorted(path for path in TEMPLATES.rglob("*") if path.suffix in TEMPLATE_SUFFIXES and path.is_file())
+
+
+def _shared_key(catalog: Catalog) -> str:
     """Hash what every campaign's pages depend on: code version, templates, catalog."""
-    digest = hashlib.sha256(generator.__version__.encode())
-    for template in sorted(templates.rglob("*")):
-        if template.is_file():
-            digest.update(template.name.encode() + template.read_bytes())
+    digest = hashlib.sha256(iteralab.__version__.encode())
+    for template in template_files():
+        digest.update(template.name.encode() + template.read_bytes())
     digest.update(json.dumps(catalog.snapshot(), sort_keys=True).encode())
     return digest.hexdigest()
 
@@ -282,7 +289,7 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
     stamp = _build_stamp(max((view.last_at for view in views if view.manifests or view.trials), default=None))
     common = {"stamp": stamp, "catalog": price_catalog}
     new_state, rendered, jobs = {}, [], []
-    shared = _shared_key(price_catalog, TEMPLATES)
+    shared = _shared_key(price_catalog)
     present = {relative for relative, _ in runs_files}
     for view in views:
         for trial in view.trials:
@@ -325,7 +332,7 @@ def build_site(*, runs: Path | str = "runs", out: Path | str = "site", notes: Pa
         writer.write(f"notes/{note.slug}.html", env.get_template("note.html").render(
             root="../", note=note, known={v.name for v in views}, **common))
     writer.write("assets/style.css", (TEMPLATES / "assets" / "style.css").read_bytes())
-    folder = resources.files("generator") / "schemas"
+    folder = resources.files("iteralab.store") / "schemas"
     for kind in ("common", *KINDS):
         writer.write(f"schemas/{kind}.schema.json", (folder / f"{kind}.schema.json").read_bytes())
     writer.write(STATE_FILE, json.dumps({"inputs": inputs, "campaigns": new_state, "problems": loaded.problems},
@@ -353,7 +360,7 @@ def _render_campaign_job(out: Path, view: CampaignView, notes, runs: Path, cache
 
 def _render_campaign(env, writer: Writer, view: CampaignView, report: Report, notes, runs: Path, cache: Path, common: dict, *,
                      notes_dir: Path, catalog_path: Path | None) -> None:
-    from generator.bundle import campaign_bundle
+    from iteralab.site.bundle import campaign_bundle
 
     base = f"campaigns/{view.name}"
     compared, constant = view.compared_and_constant()
@@ -386,7 +393,7 @@ def _render_campaign(env, writer: Writer, view: CampaignView, report: Report, no
 
 def sizing_rows(views: list[CampaignView]) -> list[dict]:
     """Per campaign and variant: the weights estimate from the parameter count beside the observed peaks."""
-    from generator.sizing import weights_bytes
+    from iteralab.money.sizing import weights_bytes
 
     rows = []
     for view in views:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from generator.catalog import money
-from generator.decision import Report, Row, span_range
-from generator.schedule import format_hours
+from iteralab.decision.report import Report, Row, span_range
+from iteralab.money.catalog import money
+from iteralab.money.schedule import format_hours
 
 
 def _text(value) -> str | None:

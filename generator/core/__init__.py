@@ -1,0 +1,1 @@
+"""Errors, files and the pieces every stage shares."""

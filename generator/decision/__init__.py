@@ -1,0 +1,1 @@
+"""The decision: the report per configuration, its text, qualification sheets and rentals."""

@@ -1,0 +1,1 @@
+"""Money and time: the price catalog, rental windows and memory sizing."""

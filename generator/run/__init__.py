@@ -1,0 +1,1 @@
+"""The runner: campaign files, corpora, trials, metrics and machine facts."""
