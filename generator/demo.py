@@ -16,8 +16,14 @@ import time
 from pathlib import Path
 
 from iteralab.core.errors import UserError
+from iteralab.core.files import cache_root, sha256_file, write_atomically
+from iteralab.core.paths import sheets_folder
 from iteralab.run.corpus import Entry, load_corpus, write_jsonl
-from iteralab.run.machine import cache_root, model_files, sha256_file
+from iteralab.run.machine import model_files
+from iteralab.run.runner import run_campaign
+from iteralab.run.summary import format_summary, summarize
+from iteralab.site.build import build_site
+from iteralab.store.records import load
 
 CAMPAIGN = "demo-rotten-tomatoes"
 LABELS = ("fresh", "rotten")
@@ -229,9 +235,7 @@ def prepare_workspace(*, log=None) -> Path:
         # a newer iteralab's campaign (e.g. its decision question) applies without fine-tuning again.
         text = campaign_text(workspace, json.loads((workspace / "training.json").read_text(encoding="utf-8")))
         if not campaign_file.is_file() or campaign_file.read_text(encoding="utf-8") != text:
-            partial = campaign_file.with_name(f"campaign.toml.{os.getpid()}.partial")
-            partial.write_text(text, encoding="utf-8")
-            os.replace(partial, campaign_file)
+            write_atomically(campaign_file, text)
         return campaign_file
     if log:
         log(f"first run: building the demo corpora and fine-tuning the classifier once (cached in {workspace})")
@@ -255,10 +259,6 @@ def prepare_workspace(*, log=None) -> Path:
 
 def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = False, log=None) -> dict:
     """Prepare once, measure the demo campaign unless it was measured already, then build the site."""
-    from iteralab.run.runner import run_campaign
-    from iteralab.site.build import build_site
-    from iteralab.store.records import load
-
     runs_dir, out = Path(runs_dir), Path(out)
     started = time.perf_counter()
     campaign_file = prepare_workspace(log=log)
@@ -275,7 +275,7 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
         result.update(trials=run.trials, interrupted=run.interrupted)
     if not result["interrupted"]:
         started = time.perf_counter()
-        result["sheets"] = install_example_sheets(runs_dir.parent / "qualification")
+        result["sheets"] = install_example_sheets(sheets_folder(runs_dir))
         result["index"] = build_site(runs=runs_dir, out=out)["index"]
         seconds["site"] = time.perf_counter() - started
     return result
@@ -291,3 +291,22 @@ def describe_time(seconds: dict, trials: list[dict]) -> str:
     if "site" in seconds:
         parts.append(f"site {seconds['site']:.0f} s")
     return "Time in this command: " + ", ".join(parts) + f"; {sum(seconds.values()):.0f} s in all (setup not included)."
+
+
+def describe_result(result: dict, runs: Path) -> str:
+    """Say what the demo did: the summary table, where the records, sheets and pages are, what to try next."""
+    lines = []
+    if result["skipped"]:
+        lines.append(f"Campaign {CAMPAIGN} already has {len(result['trials'])} trials in {runs}; records left untouched "
+                     "(pass --again to append another run).")
+    lines += [format_summary(summarize(result["trials"])), f"Campaign file: {result['campaign_file']}",
+              f"Records: {Path(runs) / CAMPAIGN / 'records'}"]
+    if result["interrupted"]:
+        return "\n".join(lines)
+    lines += [f"Example qualification sheet: {sheet} (iteralab qualify {sheet.parent} --runs {runs})" for sheet in result["sheets"]]
+    index = result["index"].resolve()
+    lines += [f"Open the decision page: {index.parent / 'campaigns' / CAMPAIGN / 'decision.html'}",
+              f"Try next: iteralab decide {CAMPAIGN} (the same answer as text), iteralab note new {CAMPAIGN} (draft the "
+              "decision note), iteralab check runs/; the README's 'After the demo' lists the rest.",
+              f"Site: {index}", describe_time(result["seconds"], [] if result["skipped"] else result["trials"])]
+    return "\n".join(lines)

@@ -234,6 +234,7 @@ def test_projection_adds_the_one_time_phases_to_the_windows_per_lot():
 
 def test_trial_table_and_figures_per_configuration(tmp_path):
     from iteralab.store import records
+    from iteralab.store.trials import trial_table
     from iteralab.store.views import campaign_views
 
     manifest = factory.manifest()
@@ -247,24 +248,24 @@ def test_trial_table_and_figures_per_configuration(tmp_path):
     for record in (manifest, *trials, failed, broken):
         records.append(tmp_path, record)
     (view,) = campaign_views(records.load(tmp_path))
-    table = decision.trial_table(view)
-    assert list(table.columns) == ["configuration", "run_id", "status", "accepted", "ids_match", "window_s", "one_time_s"]
+    table = trial_table(view)
+    picked = ["configuration_key", "run_id", "status", "accepted", "ids_match", "window_s", "one_time_s"]
     b1, b8 = view.variants[0].key, view.variants[1].key
-    assert table.to_dict("records")[:4] == [
-        {"configuration": b1, "run_id": "run-1", "status": "ok", "accepted": True, "ids_match": True, "window_s": 2.0,
+    assert table[picked].to_dict("records")[:4] == [
+        {"configuration_key": b1, "run_id": "run-1", "status": "ok", "accepted": True, "ids_match": True, "window_s": 2.0,
          "one_time_s": 0.004},  # four one-time phases of 1 ms, in seconds exactly
-        {"configuration": b1, "run_id": "run-1", "status": "ok", "accepted": True, "ids_match": True, "window_s": 4.0,
+        {"configuration_key": b1, "run_id": "run-1", "status": "ok", "accepted": True, "ids_match": True, "window_s": 4.0,
          "one_time_s": 0.003},  # no compilation phase: nothing added for it
-        {"configuration": b1, "run_id": "run-1", "status": "ok", "accepted": False, "ids_match": False, "window_s": 3.0,
+        {"configuration_key": b1, "run_id": "run-1", "status": "ok", "accepted": False, "ids_match": False, "window_s": 3.0,
          "one_time_s": 0.003},
-        {"configuration": b1, "run_id": "run-1", "status": "oom", "accepted": False, "ids_match": None,
+        {"configuration_key": b1, "run_id": "run-1", "status": "oom", "accepted": False, "ids_match": None,
          "window_s": pytest.approx(float("nan"), nan_ok=True), "one_time_s": pytest.approx(float("nan"), nan_ok=True)}]
     assert str(table["window_s"].dtype) == "float64" and str(table["one_time_s"].dtype) == "float64"
     figures = decision._figures(table)
     assert figures[b1] == {"statuses": {"ok": 3, "oom": 1}, "window": (2.0, 3.0, 4.0),
                            "one_time": (pytest.approx(0.003), pytest.approx(0.004))}
     assert figures[b8] == {"statuses": {"error": 1}, "window": (None, None, None), "one_time": (None, None)}
-    assert decision._figures(decision.trial_table(SimpleNamespace(variants=[]))) == {}
+    assert decision._figures(trial_table(SimpleNamespace(variants=[], trials=[]))) == {}
 
 
 def _rental(record_id, total, created_at, currency="USD"):

@@ -9,8 +9,9 @@ from collections import Counter
 import pytest
 
 from iteralab import demo
+from iteralab.core.files import sha256_file
 from iteralab.run.campaign import load_campaign
-from iteralab.run.machine import model_files, sha256_file
+from iteralab.run.machine import model_files
 
 
 @pytest.fixture(scope="module")

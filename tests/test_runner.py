@@ -11,9 +11,9 @@ import time
 
 import pytest
 
+from iteralab.core.files import sha256_file
 from iteralab.run import runner, trial
 from iteralab.run.campaign import rotation
-from iteralab.run.machine import sha256_file
 from iteralab.run.metrics import check_ids
 from iteralab.store import records
 from tests.conftest import run_module

@@ -9,8 +9,7 @@ import threading
 import pytest
 from bs4 import BeautifulSoup
 
-from iteralab.site import build as site_module
-from iteralab.site import workers
+from iteralab.site import output, workers
 from iteralab.site.build import build_site
 from iteralab.store import records
 from tests import factory
@@ -332,4 +331,4 @@ def test_the_runs_listing_matches_the_loaders_and_survives_a_link_loop(tmp_path)
     (tmp_path / "camp" / "records" / "back").symlink_to(tmp_path / "camp")
     (tmp_path / "camp" / "linked.csv").symlink_to(tmp_path / "camp" / "records" / "run.jsonl")
     expected = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
-    assert [relative for relative, _ in site_module._files(tmp_path)] == expected == ["camp/linked.csv", "camp/records/run.jsonl"]
+    assert [relative for relative, _ in output.list_files(tmp_path)] == expected == ["camp/linked.csv", "camp/records/run.jsonl"]

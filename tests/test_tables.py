@@ -223,8 +223,8 @@ def test_problems_go_to_the_campaign_folder_their_file_names_and_shared_ones_to_
                 "beta/records/run-2.jsonl:1: not valid UTF-8", "alpha/records/run-1.jsonl:9: total: 1 is not of type 'string'",
                 "beta/records/deep/run 3.jsonl:2: predictions.path: 'alpha/../x' must be a path relative to the runs folder"]
     alpha, beta = campaign_views(SimpleNamespace(records=[first, second], problems=problems))
-    assert alpha.problems == [problems[0], problems[1], problems[3]]
-    assert beta.problems == [problems[1], problems[2], problems[4]]
+    assert alpha.problems == (problems[0], problems[1], problems[3])
+    assert beta.problems == (problems[1], problems[2], problems[4])
 
 
 def test_a_summary_is_labelled_by_its_name_until_told_otherwise_and_keeps_the_trials_series(tmp_path):

@@ -8,15 +8,16 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from iteralab.core.errors import UserError
-from iteralab.money.catalog import Catalog, money
+from iteralab.core.paths import DEFAULT_RUNS
+from iteralab.money.catalog import Catalog, load_catalog, lots_price
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
 from iteralab.money.sizing import gib
+from iteralab.store import records
 from iteralab.store.configuration import card_matches
 from iteralab.store.records import Loaded
 from iteralab.store.views import campaign_views
 
 CRITERIA = ("workload_covered", "compatibility", "memory_per_gpu", "quality", "distribution_and_server", "budget_and_schedule")
-DERIVED = ("memory_per_gpu", "quality", "budget_and_schedule")
 STATUSES = ("acceptable", "to-confirm", "exclude")
 TOP_KEYS = {"candidate", "campaign", "variant", "configuration", "gpu", "lots", "days", "window_start", "window_end", "budget",
             "criteria"}
@@ -50,6 +51,7 @@ class Sheet:
     spare_hours: Decimal | None
     criteria: list[Criterion] = field(default_factory=list)
     configuration: str | None = None  # the label of the configuration whose trials the derived criteria read
+    currency: str | None = None  # the catalog's, for the total
 
     @property
     def outcome(self) -> str:
@@ -177,7 +179,7 @@ def derive_budget(data: dict, catalog: Catalog, source: str) -> tuple[Criterion,
     if row is None:
         return Criterion("budget_and_schedule", "exclude", f"catalog {catalog.version}",
                          f"no {data['days']}-day package for {card.name}; listed: {catalog.options(card.slug)}", True), None, None
-    total = money(row.price_per_lot * data["lots"])
+    total = lots_price(row.price_per_lot, data["lots"])
     document = f"catalog {catalog.version}: {row.price_per_lot} {row.currency} per lot x {data['lots']} = {total} {row.currency}"
     if not data.get("window_start") or not data.get("window_end"):
         return Criterion("budget_and_schedule", "to-confirm", document,
@@ -208,8 +210,10 @@ def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog, views: dict | No
     memory, margin = derive_memory(trials, catalog, data["gpu"], elsewhere)
     budget, total, spare = derive_budget(data, catalog, str(path))
     derived = {"quality": quality, "memory_per_gpu": memory, "budget_and_schedule": budget}
-    sheet = Sheet(str(path), data["candidate"], data["campaign"], data["variant"], catalog.gpu(data["gpu"]).slug,
-                  data["lots"], data["days"], total, margin, spare, configuration=label)
+    card = catalog.gpu(data["gpu"])
+    priced = catalog.prices.get((card.slug, data["days"]))
+    sheet = Sheet(str(path), data["candidate"], data["campaign"], data["variant"], card.slug, data["lots"], data["days"],
+                  total, margin, spare, configuration=label, currency=priced.currency if priced else None)
     entries = data.get("criteria", {})
     for name in CRITERIA:
         entry = entries.get(name)
@@ -239,8 +243,35 @@ def qualify(folder: Path | str, loaded: Loaded, catalog: Catalog) -> list[Sheet]
     return rank(sheets)
 
 
+def qualify_folder(*, sheets: Path | str = "qualification", runs: Path | str = DEFAULT_RUNS,
+                   catalog: Path | str | None = None) -> list[Sheet]:
+    """Settle every sheet of the folder SHEETS against the records under RUNS (none yet is no evidence)."""
+    runs = Path(runs)
+    return qualify(sheets, records.load(runs) if runs.is_dir() else records.Loaded(), load_catalog(catalog))
+
+
 def rank(sheets: list[Sheet]) -> list[Sheet]:
     """Order selected sheets by total cost, larger memory margin, more spare hours; then the others."""
     order = {"selected": 0, "to confirm": 1, "excluded": 2}
     return sorted(sheets, key=lambda s: (order[s.outcome], s.total if s.total is not None else Decimal("Infinity"),
                                          -(s.margin_bytes or 0), -(s.spare_hours or 0), s.candidate))
+
+
+def describe_sheets(sheets: list[Sheet]) -> str:
+    """List each candidate's outcome and criteria, ranked, as the qualify command prints them."""
+    lines = []
+    for rank_, sheet in enumerate(sheets, start=1):
+        total = f"{sheet.total} {sheet.currency}" if sheet.total is not None else "not priced"
+        lines.append(f"{rank_}. {sheet.candidate}: {sheet.outcome.upper()} ({sheet.lots} lot(s) {sheet.gpu} x {sheet.days} days, "
+                     f"{total}, variant {sheet.variant} of {sheet.campaign})")
+        for criterion in sheet.criteria:
+            origin = "override: " + criterion.override_reason if criterion.override_reason else ("derived" if criterion.derived else "entered")
+            lines.append(f"     {criterion.name:<24} {criterion.status:<11} {criterion.note} [{origin}; {criterion.document or 'no document'}]")
+    return "\n".join(lines)
+
+
+def sheets_data(sheets: list[Sheet]) -> dict:
+    """Return the ranked sheets as plain data, amounts as decimal strings."""
+    return {"sheets": [{"candidate": s.candidate, "outcome": s.outcome, "source": s.source, "gpu": s.gpu, "lots": s.lots,
+                        "configuration": s.configuration, "days": s.days, "total": None if s.total is None else str(s.total),
+                        "open_conditions": s.open_conditions, "criteria": [vars(c) for c in s.criteria]} for s in sheets]}

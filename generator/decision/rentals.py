@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import shutil
+import dataclasses
 from pathlib import Path
 
 from iteralab.core.errors import UserError
+from iteralab.core.files import copy_atomically, sha256_file
+from iteralab.decision.report import check_rentals
 from iteralab.money.catalog import load_catalog, quote
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
-from iteralab.run.machine import sha256_file
 from iteralab.store import records
+from iteralab.store.views import campaign_views
 
 MAX_RECEIPT_BYTES = 50 * 2**20  # receipts are PDFs or photos; anything larger is probably the wrong file
 
@@ -31,9 +32,7 @@ def copy_receipt(runs_dir: Path, campaign: str, receipt: Path) -> dict:
     target = runs_dir / relative
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".partial")
-        shutil.copyfile(receipt, partial)
-        os.replace(partial, target)
+        copy_atomically(receipt, target)
     if sha256_file(target) != digest:
         raise UserError(f"{target} already exists with other content; it was not overwritten")
     return {"path": relative, "sha256": digest, "size_bytes": size, "original_name": name}
@@ -74,9 +73,6 @@ def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days
 
 def _check_runs(runs_dir: Path, campaign: str, runs: list[str], price) -> None:
     """Refuse a rental whose runs are unknown or observed other hardware than the package rented."""
-    from iteralab.decision.report import check_rentals
-    from iteralab.store.views import campaign_views
-
     for run_id in runs:
         records.check_name(run_id, "--run")
     folder = runs_dir / campaign
@@ -89,8 +85,7 @@ def _check_runs(runs_dir: Path, campaign: str, runs: list[str], price) -> None:
                         f"(its runs: {', '.join(known) or 'none yet'}); record the rental after the run, or leave --run out")
     probe = {"record_id": "this rental", "gpu": price.price.gpu.slug, "lots": price.lots,
              "cards_per_lot": price.price.gpu.cards_per_lot, "runs": runs}
-    view.rentals = [probe]
-    _, problems = check_rentals(view)
+    _, problems = check_rentals(dataclasses.replace(view, rentals=(probe,)))
     if problems:
         raise UserError(problems[0].replace("it is not counted for that run's configurations",
                                             "check --gpu, --lots and --run; nothing was recorded"))
@@ -127,3 +122,35 @@ def deliver(*, runs_dir: Path | str, campaign: str, trial_id: str, name: str | N
         corpus_fingerprint=fingerprint, predictions_sha256=trial["predictions"]["sha256"])
     records.append(runs_dir, record)
     return record
+
+
+def list_rentals(*, runs_dir: Path | str, campaign: str) -> list[dict]:
+    """Return the campaign's rental records in reading order (none when the runs folder does not exist yet)."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        return []
+    return [record for record in records.load(runs_dir).of_kind("rental") if record["campaign"] == campaign]
+
+
+def describe_rentals(rentals: list[dict], campaign: str) -> str:
+    """List rentals one a line: lots, card, days, start, total and receipt."""
+    lines = [f"{r['record_id']}: {r['lots']} lot(s) {r['gpu']} x {r['days']} days from {r['start']}, {r['total']} {r['currency']}"
+             f" (catalog {r['catalog_version']}){', receipt ' + r['receipt']['path'] if r['receipt'] else ', no receipt'}"
+             for r in rentals]
+    return "\n".join(lines) or f"no rental recorded for {campaign}"
+
+
+def describe_rental(record: dict) -> str:
+    """Say what a rental just recorded costs, its receipt and the runs it paid for."""
+    receipt = (f"; receipt {record['receipt']['path']} (sha256 {record['receipt']['sha256'][:12]}…)" if record["receipt"]
+               else "; no receipt")
+    runs = (f"; paid for run(s) {', '.join(record['runs'])}" if record["runs"] else
+            "; linked to no run: it counts in the campaign's spend, for no configuration (add --run RUN_ID)")
+    return (f"Recorded {record['record_id']}: {record['total']} {record['currency']} for {record['gpus']} "
+            f"GPU{'s' * (record['gpus'] != 1)} ({record['lots']} lot{'s' * (record['lots'] != 1)} x "
+            f"{record['price_per_lot']}, catalog {record['catalog_version']}){receipt}{runs}")
+
+
+def describe_deliverable(record: dict) -> str:
+    """Say which corpus a deliverable just recorded counts."""
+    return f"Recorded deliverable {record['record_id']}: {record['name']} (corpus {record['corpus_fingerprint'][:19]}…)"

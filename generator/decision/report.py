@@ -8,12 +8,14 @@ from decimal import Decimal
 from pathlib import Path
 
 from iteralab.core.errors import UserError
-from iteralab.money.catalog import Catalog, Gpu, money
-from iteralab.money.schedule import format_hours
+from iteralab.core.paths import DEFAULT_RUNS
+from iteralab.money.catalog import Catalog, Gpu, load_catalog, lots_price, money
+from iteralab.money.schedule import format_hours, periods_needed
 from iteralab.store.configuration import catalog_card, manifest_gpus, name_matches
-from iteralab.store.views import CampaignView, VariantSummary, separate
+from iteralab.store.records import load
+from iteralab.store.trials import trial_table
+from iteralab.store.views import CampaignView, VariantSummary, campaign_views, separate
 
-ONE_TIME_PHASES = ("environment_check", "model_load", "compilation", "warmup")
 MAX_LOTS = 64  # the planner tries more lots only to fit many independent corpora; beyond this it says so
 
 
@@ -154,35 +156,14 @@ class Report:
     fastest: Row | None = None
 
 
-def trial_table(view: CampaignView):
-    """Return one pandas row per trial with its configuration: the table every figure of the report is grouped from."""
-    import pandas as pd
-
-    rows = []
-    for summary in view.variants:
-        for trial in summary.trials:
-            phases = trial["phases"]
-            one_time = [phases.get(name, {}).get("duration_ns") for name in ONE_TIME_PHASES]
-            rows.append({
-                "configuration": summary.key, "run_id": trial["run_id"], "status": trial["status"],
-                "accepted": bool(trial["corpus_accepted"]),
-                "ids_match": (trial.get("id_check") or {}).get("ids_match"),
-                "window_s": phases["measured_window"]["duration_ns"] / 1e9 if trial["status"] == "ok" else None,
-                # A phase skipped on purpose (no compilation) has no duration: it adds nothing to a one-time cost.
-                "one_time_s": sum(value for value in one_time if value is not None) / 1e9 if trial["status"] == "ok" else None,
-            })
-    columns = ["configuration", "run_id", "status", "accepted", "ids_match", "window_s", "one_time_s"]
-    return pd.DataFrame(rows, columns=columns).astype({"window_s": "float64", "one_time_s": "float64"})
-
-
 def _figures(table) -> dict:
     """Group the trial table by configuration: counts per status, window min/median/max, one-time min/max."""
     if table.empty:
         return {}
     ok = table[table["status"] == "ok"]
-    counts = table.groupby(["configuration", "status"]).size().unstack(fill_value=0)
-    window = ok.groupby("configuration")["window_s"].agg(["min", "median", "max"])
-    one_time = ok.groupby("configuration")["one_time_s"].agg(["min", "max"])
+    counts = table.groupby(["configuration_key", "status"]).size().unstack(fill_value=0)
+    window = ok.groupby("configuration_key")["window_s"].agg(["min", "median", "max"])
+    one_time = ok.groupby("configuration_key")["one_time_s"].agg(["min", "max"])
     figures = {}
     for key in counts.index:
         has = key in window.index
@@ -258,15 +239,15 @@ def _plan(row: Row, question: Question, corpus_entries: int | None, catalog: Cat
     covering = [p for p in listed if p.days * 24 >= needed]
     if covering:
         best = covering[0]
-        row.plan = Plan(card, best.days, lots, best.price_per_lot, money(best.price_per_lot * lots), best.currency,
+        row.plan = Plan(card, best.days, lots, best.price_per_lot, lots_price(best.price_per_lot, lots), best.currency,
                         catalog.version, best.days * 24, Decimal(best.days * 24) - _hours(row.hours[2]))
         return
     if not listed:
         row.plan_reason = f"catalog {catalog.version} lists no package for {card.name}"
         return
-    options = [(money(p.price_per_lot * lots * math.ceil(needed / (p.days * 24))), p) for p in listed]
+    options = [(lots_price(p.price_per_lot, lots * periods_needed(needed, p.days)), p) for p in listed]
     total, best = min(options, key=lambda item: item[0])
-    periods = math.ceil(needed / (best.days * 24))
+    periods = periods_needed(needed, best.days)
     row.plan_reason = (f"no listed {card.name} package covers {format_hours(needed)} h; {periods} consecutive {best.days}-day "
                        f"periods × {lots} lot{'s' * (lots != 1)} would, {total} {best.currency}, bought explicitly (never extended)")
 
@@ -471,12 +452,8 @@ def _answer(report: Report) -> None:
     report.answer = " ".join(lines)
 
 
-def decision_report(*, campaign: str, runs: Path | str = "runs", catalog: Path | str | None = None) -> Report:
+def decision_report(*, campaign: str, runs: Path | str = DEFAULT_RUNS, catalog: Path | str | None = None) -> Report:
     """Load the runs folder and build CAMPAIGN's decision report."""
-    from iteralab.money.catalog import load_catalog
-    from iteralab.store.records import load
-    from iteralab.store.views import campaign_views
-
     runs = Path(runs)
     if not runs.is_dir():
         raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records (--runs)")

@@ -27,6 +27,11 @@ def money(value: Decimal) -> Decimal:
     return value.quantize(CENT, rounding=ROUND_HALF_UP)
 
 
+def lots_price(price_per_lot: Decimal, lots: int) -> Decimal:
+    """Return what LOTS lots cost: the lot price already covers every card of a lot, so cards never multiply it."""
+    return money(price_per_lot * lots)
+
+
 def gpu_slug(name: str) -> str:
     """Turn 'RTX 4090' or 'rtx_4090' into the catalog's slug 'rtx-4090'."""
     return re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-")
@@ -230,7 +235,7 @@ def quote(catalog: Catalog, *, gpu: str, days: int, lots: int, accepted_results:
     if accepted_results is not None and (isinstance(accepted_results, bool) or not isinstance(accepted_results, int) or accepted_results < 0):
         raise UserError(f"accepted results must be a whole number of at least 0, not {accepted_results!r}")
     price = catalog.price(gpu, days)
-    total = money(price.price_per_lot * lots)
+    total = lots_price(price.price_per_lot, lots)
     per_result, reason = cost_per_validated_corpus(total, accepted_results)
     return Quote(catalog.version, price, lots, total, accepted_results, per_result, reason)
 
@@ -242,3 +247,38 @@ def cost_per_validated_corpus(total: Decimal, accepted: int | None) -> tuple[Dec
     if accepted == 0:
         return None, "undefined: no result was accepted, so the spend buys no validated corpus"
     return money(total / accepted), None
+
+
+def describe_quote(result: Quote) -> str:
+    """Say what the package costs, and the cost per validated corpus when the accepted count was given."""
+    price, gpu = result.price, result.price.gpu
+    lines = [
+        f"{result.total} {price.currency} for {result.gpus} GPU{'s' * (result.gpus != 1)}: "
+        f"{result.lots} lot{'s' * (result.lots != 1)} of {gpu.name} x {price.days} days "
+        f"at {price.price_per_lot} {price.currency} per lot "
+        f"({gpu.cards_per_lot} card{'s' * (gpu.cards_per_lot != 1)} per lot, catalog {result.catalog_version})",
+        "The whole package is paid even if part of the period stays unused.",
+    ]
+    if result.accepted_results is not None:
+        if result.cost_per_validated_corpus is None:
+            lines.append(f"Cost per validated corpus: {result.undefined_reason}; the spend of {result.total} {price.currency} stands.")
+        else:
+            lines.append(
+                f"Cost per validated corpus: {result.cost_per_validated_corpus} {price.currency} "
+                f"({result.total} / {result.accepted_results} accepted result{'s' * (result.accepted_results != 1)})"
+            )
+    return "\n".join(lines)
+
+
+def quote_data(result: Quote) -> dict:
+    """Return the quote as plain data, amounts as decimal strings."""
+    price, gpu = result.price, result.price.gpu
+    per_corpus = result.cost_per_validated_corpus
+    return {
+        "catalog_version": result.catalog_version, "gpu": gpu.slug, "gpu_name": gpu.name,
+        "days": price.days, "lots": result.lots, "cards_per_lot": gpu.cards_per_lot, "gpus": result.gpus,
+        "price_per_lot": str(price.price_per_lot), "total": str(result.total), "currency": price.currency,
+        "accepted_results": result.accepted_results,
+        "cost_per_validated_corpus": None if per_corpus is None else str(per_corpus),
+        "cost_per_validated_corpus_note": result.undefined_reason if result.accepted_results is not None else None,
+    }

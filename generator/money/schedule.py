@@ -9,7 +9,7 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from iteralab.core.errors import UserError
-from iteralab.money.catalog import PACKAGE_DAYS, Catalog, money
+from iteralab.money.catalog import PACKAGE_DAYS, Catalog, lots_price, money
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class PackageFit:
     periods_needed: int
     price_per_period: Decimal | None
     price_note: str | None
+    currency: str | None = None
 
     @property
     def total_for_periods(self) -> Decimal | None:
@@ -39,7 +40,10 @@ class Window:
     end: dt.datetime
     zone: str
     hours: Decimal
-    fits: list[PackageFit]
+    fits: tuple[PackageFit, ...]
+    gpu: str | None = None
+    lots: int = 1
+    catalog_version: str | None = None
 
 
 def parse_time(text: str, zone: ZoneInfo | None, what: str) -> dt.datetime:
@@ -81,26 +85,66 @@ def plan_window(*, start: str, end: str, tz: str | None = None, catalog: Catalog
         except (ZoneInfoNotFoundError, ValueError):
             raise UserError(f"--tz {tz!r} is not a known time zone; use an IANA name such as Europe/Berlin or Asia/Jakarta") from None
     begin, finish = parse_time(start, zone, "start"), parse_time(end, zone, "end")
-    # Aware datetimes sharing one tzinfo subtract as wall clocks; UTC gives real elapsed time.
-    utc = dt.UTC
-    seconds = (finish.astimezone(utc) - begin.astimezone(utc)).total_seconds()
-    if seconds <= 0:
+    hours = elapsed_hours(begin, finish)
+    if hours <= 0:
         raise UserError(f"--end {end} is not after --start {start}")
-    hours = Decimal(round(seconds)) / Decimal(3600)
+    priced = gpu is not None and catalog is not None
     fits = []
     for days in PACKAGE_DAYS:
         package_hours = days * 24
-        periods = max(1, math.ceil(hours / package_hours))
-        price, note = None, None
-        if gpu is not None and catalog is not None:
-            listed = catalog.gpu(gpu)
-            row = catalog.prices.get((listed.slug, days))
+        periods = periods_needed(hours, days)
+        price, note, currency = None, None, None
+        if priced:
+            row = catalog.prices.get((catalog.gpu(gpu).slug, days))
             if row is None:
                 note = f"not listed in catalog {catalog.version}"
             else:
-                price = money(row.price_per_lot * lots)
-        fits.append(PackageFit(days, package_hours, hours <= package_hours, periods, price, note))
-    return Window(begin, finish, zone.key if zone else "UTC", hours, fits)
+                price, currency = lots_price(row.price_per_lot, lots), row.currency
+        fits.append(PackageFit(days, package_hours, hours <= package_hours, periods, price, note, currency))
+    return Window(begin, finish, zone.key if zone else "UTC", hours, tuple(fits), gpu if priced else None, lots,
+                  catalog.version if priced else None)
+
+
+def periods_needed(hours: Decimal, days: int) -> int:
+    """Return how many consecutive DAYS-day periods, bought explicitly, cover HOURS (at least one)."""
+    return max(1, math.ceil(hours / (days * 24)))
+
+
+def describe_window(window: Window) -> str:
+    """Say in words which packages cover the window, with their prices when a GPU was given."""
+    lots = f"{window.lots} lot{'s' * (window.lots != 1)}"
+    lines = [f"Window {window.start.isoformat()} to {window.end.isoformat()} ({window.zone}): "
+             f"{format_hours(window.hours)} h elapsed"]
+    for fit in window.fits:
+        if fit.covers:
+            line = f"  {fit.days}-day package ({fit.hours} h): covers the window ({format_hours(fit.hours - window.hours)} h to spare)"
+        else:
+            line = (f"  {fit.days}-day package ({fit.hours} h): does not cover it; it would take "
+                    f"{fit.periods_needed} consecutive periods bought explicitly (no automatic extension)")
+        if window.gpu:
+            if fit.price_per_period is None:
+                line += f"; price {fit.price_note}"
+            elif fit.covers:
+                line += f"; {fit.price_per_period} {fit.currency} for {lots}"
+            else:
+                line += f"; {fit.periods_needed} x {fit.price_per_period} = {fit.total_for_periods} {fit.currency} for {lots}"
+        lines.append(line)
+    lines.append("Covering a window does not prove the work finishes in it: measure the processing time.")
+    return "\n".join(lines)
+
+
+def window_data(window: Window) -> dict:
+    """Return the window and its packages as plain data, amounts as decimal strings."""
+    rows = [{"days": fit.days, "hours": fit.hours, "covers": fit.covers, "periods_needed": fit.periods_needed,
+             "price_per_period": _text(fit.price_per_period), "total_for_periods": _text(fit.total_for_periods),
+             "price_note": fit.price_note} for fit in window.fits]
+    return {"start": window.start.isoformat(), "end": window.end.isoformat(), "time_zone": window.zone,
+            "elapsed_hours": format_hours(window.hours), "packages": rows, "catalog_version": window.catalog_version,
+            "gpu": window.gpu, "lots": window.lots if window.gpu else None}
+
+
+def _text(amount: Decimal | None) -> str | None:
+    return None if amount is None else str(amount)
 
 
 def format_hours(hours: Decimal) -> str:

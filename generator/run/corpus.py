@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iteralab.core.errors import UserError
+from iteralab.core.lines import json_lines
 
 
 @dataclass(frozen=True)
@@ -77,15 +78,6 @@ def load_corpus(path: Path | str) -> Corpus:
     if not entries:
         raise UserError(f"{path}: the corpus has no entries")
     return Corpus(str(path), tuple(entries), fingerprint(entries), hashlib.sha256(data).hexdigest())
-
-
-def json_lines(text: str) -> list[str]:
-    """Split JSON Lines text at \\n only (a \\r before it dropped): U+2028, U+0085 and other breaks inside a text are text."""
-    # str.splitlines() also breaks at U+0085, U+2028, U+2029, \\x0b, \\x0c and \\x1c-\\x1e, cutting a valid record in two.
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def _jsonl_rows(text: str, path: Path):

@@ -13,28 +13,11 @@ from pathlib import Path
 
 import iteralab
 from iteralab.core.errors import UserError
+from iteralab.core.files import sha256_file
 from iteralab.money.sizing import safetensors_parameters
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "pandas")
 TOKENIZER_FILE_PREFIXES = ("tokenizer", "vocab", "special_tokens_map", "merges", "spiece", "sentencepiece")
-
-
-def cache_root() -> Path:
-    """Return iteralab's cache folder: ITERALAB_CACHE_DIR, else the user cache dir."""
-    if os.environ.get("ITERALAB_CACHE_DIR"):
-        return Path(os.environ["ITERALAB_CACHE_DIR"])
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("iteralab"))
-
-
-def sha256_file(path: Path) -> str:
-    """Return the hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def model_files(model_dir: Path, revision: str | None = None) -> dict:
@@ -103,7 +86,7 @@ def _driver_version() -> tuple:
     return result.stdout.strip().splitlines()[0], None
 
 
-def environment() -> dict:
+def machine_facts() -> dict:
     """Describe Python, libraries, accelerator stack, GPUs, CPU, memory and threads."""
     import psutil
     import torch

@@ -6,19 +6,19 @@ import csv
 import hashlib
 import json
 import os
-import shutil
 import signal
-import statistics
-import sys
-import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from iteralab.core.errors import UserError
+from iteralab.core.files import copy_atomically
+from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, rotation
 from iteralab.run.corpus import Corpus, load_corpus
+from iteralab.run.machine import code_version, machine_facts, model_files
 from iteralab.run.metrics import check_format, check_ids, evaluate
+from iteralab.run.summary import Progress, plan_data
 from iteralab.run.trial import (
     Inference,
     Interrupted,
@@ -211,11 +211,9 @@ class _Signals:
                 raise Interrupted(self.received)
 
 
-def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = "runs", quiet: bool = False,
+def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RUNS, quiet: bool = False,
                  progress=None) -> RunResult:
     """Run every planned trial of a campaign and append manifest and trial records."""
-
-    from iteralab.run.machine import code_version, environment, model_files
 
     runs_dir = Path(runs_dir)
     prepared = prepare(campaign_file, runs_dir)
@@ -231,10 +229,9 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = "runs", qu
                 "bucket_counts": prepared.bucket_counts, "truncated_entries": prepared.truncated,
                 "source_name": campaign.corpus_path.name},
         model={**model_files(campaign.model_path, campaign.model_revision), "labels": prepared.labels},
-        environment=environment(), code_version=code_version(),
+        environment=machine_facts(), code_version=code_version(),
         variants={variant.name: variant.config() for variant in campaign.variants},
-        plan=[{"sequence": index, "variant": name, "repetition": repetition}
-              for index, (name, repetition) in enumerate(prepared.plan, start=1)],
+        plan=plan_data(prepared)["plan"],
         seed=campaign.protocol["seed"], deterministic=campaign.protocol["deterministic"],
     )
     result = RunResult(run_id, None, manifest)
@@ -258,9 +255,7 @@ def _copy_corpus(prepared: Prepared, runs_dir: Path) -> None:
     target = runs_dir / prepared.corpus_copy
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_suffix(target.suffix + ".partial")
-        shutil.copyfile(prepared.campaign.corpus_path, temporary)
-        os.replace(temporary, target)
+        copy_atomically(prepared.campaign.corpus_path, target)
 
 
 def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetition: int, sequence: int,
@@ -363,80 +358,3 @@ def _write_predictions(runs_dir: Path, campaign: str, trial_id: str, predictions
         os.fsync(handle.fileno())
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     return {"path": relative, "sha256": digest, "format": "csv: id,label,score (score = softmax probability of the label)"}
-
-
-def summarize(trials: list[dict]) -> list[dict]:
-    """Per variant: measured-window seconds in run order, median, min, max, ok/failed, verdicts."""
-    rows = {}
-    for trial in sorted(trials, key=lambda t: (t["created_at"], t["sequence"])):
-        row = rows.setdefault(trial["variant"], {"variant": trial["variant"], "durations_s": [], "ok": 0, "failed": 0,
-                                                 "accepted": 0, "failures": []})
-        if trial["status"] == "ok":
-            row["ok"] += 1
-            row["durations_s"].append(trial["phases"]["measured_window"]["duration_ns"] / 1e9)
-            row["accepted"] += trial["corpus_accepted"]
-        else:
-            row["failed"] += 1
-            row["failures"].append(f"{trial['status']} in {trial['failed_phase']}")
-    for row in rows.values():
-        durations = row["durations_s"]
-        row["median_s"] = statistics.median(durations) if durations else None
-        row["min_s"] = min(durations) if durations else None
-        row["max_s"] = max(durations) if durations else None
-    return list(rows.values())
-
-
-def format_summary(rows: list[dict]) -> str:
-    """Render the summary as a plain-text table."""
-    def seconds(value):
-        return "—" if value is None else f"{value:.3f}"
-
-    lines = [f"{'variant':<16} {'measured window, s (run order)':<44} {'median':>8} {'min':>8} {'max':>8} {'ok':>3} {'fail':>4} {'accepted':>8}"]
-    for row in rows:
-        runs = " ".join(f"{value:.3f}" for value in row["durations_s"]) or "(no successful trial)"
-        lines.append(f"{row['variant']:<16} {runs:<44} {seconds(row['median_s']):>8} {seconds(row['min_s']):>8} "
-                     f"{seconds(row['max_s']):>8} {row['ok']:>3} {row['failed']:>4} {row['accepted']:>8}")
-        lines.extend(f"{'':<16} failed: {failure}" for failure in row["failures"])
-    return "\n".join(lines)
-
-
-class Progress:
-    """A one-line progress bar with ETA on stderr, silent when not a terminal or with --quiet."""
-
-    def __init__(self, *, quiet: bool = False, stream=None):
-        self.stream = stream or sys.stderr
-        self.enabled = not quiet and self.stream.isatty()
-        self.label, self.total, self.inference, self.started, self.last = "", 0, None, 0.0, 0.0
-
-    def start(self, label: str, total: int):
-        self.label, self.total, self.inference, self.started = label, total, None, time.monotonic()
-        self._draw(0)
-
-    def attach(self, inference):
-        self.inference = inference
-        inference_forward = inference.forward
-
-        def forward(encoded):
-            result = inference_forward(encoded)
-            now = time.monotonic()
-            if now - self.last > 0.2:
-                self.last = now
-                self._draw(inference.completed)
-            return result
-
-        inference.forward = forward
-        self.started = time.monotonic()
-
-    def _draw(self, done: int):
-        if not self.enabled:
-            return
-        elapsed = time.monotonic() - self.started
-        eta = f"{elapsed / done * (self.total - done):.0f}s" if done else "?"
-        filled = int(30 * done / self.total) if self.total else 0
-        self.stream.write(f"\r{self.label:<32} [{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total} eta {eta}   ")
-        self.stream.flush()
-
-    def done(self, status: str):
-        if self.enabled:
-            self.stream.write(f"\r{self.label:<32} {status:<60}\n")
-            self.stream.flush()

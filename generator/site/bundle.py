@@ -10,9 +10,14 @@ import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from iteralab.money.catalog import load_catalog
 from iteralab.core.errors import UserError
+from iteralab.core.paths import DEFAULT_RUNS, notes_folder
+from iteralab.decision.report import decide
+from iteralab.decision.text import describe_report, report_dict
+from iteralab.money.catalog import load_catalog
 from iteralab.site.notes import load_notes
+from iteralab.site.render import jinja_environment, pretty_json
+from iteralab.store.trials import trial_table, trials_csv
 from iteralab.store.records import load
 from iteralab.store.views import CampaignView, campaign_views
 
@@ -35,13 +40,11 @@ def bag_name(name: str) -> str:
 
 
 def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path: Path | None, *,
-            loaded_notes: list | None = None, price_catalog=None, trials_csv: str | None = None, report=None) -> dict[str, bytes]:
+            loaded_notes: list | None = None, price_catalog=None, table_csv: str | None = None, report=None) -> dict[str, bytes]:
     """Collect the files of a campaign's evidence, keyed by their path inside data/.
 
-    A site build passes what it already has (LOADED_NOTES, PRICE_CATALOG, TRIALS_CSV) instead of making it again per campaign.
+    A site build passes what it already has (LOADED_NOTES, PRICE_CATALOG, TABLE_CSV, REPORT) instead of making it again per campaign.
     """
-    from iteralab.site.build import trial_table_csv
-
     files: dict[str, bytes] = {}
     folder = runs / view.name
     for path in sorted((folder / "records").glob("*.jsonl")):
@@ -65,12 +68,9 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
                                                      "status": t["status"],
                                                      "corpus_accepted": t["corpus_accepted"], "id_check": t.get("id_check"),
                                                      "verdicts": (t.get("quality") or {}).get("verdicts")} for t in view.trials})
-    files["trials.csv"] = (trial_table_csv(view) if trials_csv is None else trials_csv).encode("utf-8")
+    files["trials.csv"] = (trials_csv(trial_table(view)) if table_csv is None else table_csv).encode("utf-8")
     price_catalog = price_catalog or load_catalog(catalog_path)
     files["catalog.csv"] = _catalog_csv(price_catalog).encode("utf-8")
-    from iteralab.decision.report import decide
-    from iteralab.decision.text import describe_report, report_dict
-
     report = report or decide(view, price_catalog)
     files["decision.json"] = _json(report_dict(report))
     files["decision.txt"] = (describe_report(report) + "\n").encode("utf-8")
@@ -87,16 +87,12 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
 
 
 def _json(value) -> bytes:
-    from iteralab.site.build import pretty_json
-
     return (pretty_json(value) + "\n").encode("utf-8")
 
 
 def _index_html(view: CampaignView, files: dict[str, bytes]) -> str:
-    from iteralab.site.build import environment
-
     listing = [{"path": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in sorted(files.items())]
-    return environment().get_template("bundle_index.html").render(view=view, files=listing, cost=view.cost())
+    return jinja_environment().get_template("bundle_index.html").render(view=view, files=listing, cost=view.cost())
 
 
 def bag_files(name: str, data: dict[str, bytes], bagging_date: str) -> dict[str, bytes]:
@@ -126,23 +122,23 @@ def zip_bytes(top: str, files: dict[str, bytes]) -> bytes:
 
 
 def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None, catalog: Path | None = None,
-                    loaded_notes: list | None = None, price_catalog=None, trials_csv: str | None = None, report=None) -> bytes:
+                    loaded_notes: list | None = None, price_catalog=None, table_csv: str | None = None, report=None) -> bytes:
     """Return the deterministic zip of one campaign's evidence bag."""
     top = f"{view.name}-evidence"
     bagging_date = (view.last_at if view.manifests or view.trials else "1980-01-01")[:10]
     files = payload(view, Path(runs), notes, catalog, loaded_notes=loaded_notes, price_catalog=price_catalog,
-                    trials_csv=trials_csv, report=report)
+                    table_csv=table_csv, report=report)
     return zip_bytes(top, bag_files(top, files, bagging_date))
 
 
-def write_bundle(*, campaign: str, out: Path | str, runs: Path | str = "runs", notes: Path | str | None = None,
+def write_bundle(*, campaign: str, out: Path | str, runs: Path | str = DEFAULT_RUNS, notes: Path | str | None = None,
                  catalog: Path | str | None = None) -> tuple[Path, str]:
     """Write CAMPAIGN's evidence bundle to OUT; return the path and its sha256."""
     runs = Path(runs)
     views = {view.name: view for view in campaign_views(load(runs))}
     if campaign not in views:
         raise UserError(f"campaign {campaign} has no records in {runs}; campaigns there: {', '.join(sorted(views)) or 'none'}")
-    data = campaign_bundle(views[campaign], runs=runs, notes=Path(notes) if notes else runs.parent / "notes", catalog=catalog)
+    data = campaign_bundle(views[campaign], runs=runs, notes=notes_folder(runs, notes), catalog=catalog)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(data)

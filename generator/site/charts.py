@@ -7,6 +7,8 @@ import json
 from functools import cache
 from pathlib import Path
 
+from iteralab.core.files import write_atomically
+
 WIDTH = 520
 DATASET = "table"
 
@@ -21,9 +23,7 @@ def _svg(spec: dict, cache_dir: Path | None) -> str:
     svg = vl_convert.vega_to_svg(spec)
     if cached:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        temporary = cached.with_suffix(".partial")
-        temporary.write_text(svg, encoding="utf-8")
-        temporary.replace(cached)
+        write_atomically(cached, svg)  # two workers may draw the same chart: each writes its own temporary file
     return svg
 
 

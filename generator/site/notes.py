@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from iteralab.core.errors import UserError
+from iteralab.core.lines import json_lines
+from iteralab.core.paths import notes_folder
+from iteralab.decision.report import decision_report, span_range
+from iteralab.decision.text import planned_text
 
 FIELDS = ("title", "campaign", "decision", "selected_variant", "workload_covered", "date", "author")
 REQUIRED = ("campaign", "decision", "date", "author")
@@ -23,8 +28,6 @@ class Note:
 
 
 def _front_matter(text: str, source: str) -> tuple[dict, str]:
-    from iteralab.run.corpus import json_lines
-
     lines = json_lines(text)  # lines end at \n (or \r\n); a U+2028 inside a note's text is not a line break
     if not lines or lines[0].strip() != "---":
         raise UserError(f"{source}:1: a decision note starts with a '---' line, then {', '.join(REQUIRED)} as 'key: value' lines, then '---'")
@@ -77,9 +80,6 @@ def load_notes(folder: Path | None) -> list[Note]:
 
 def draft_text(report, *, author: str, today: str) -> str:
     """Write a decision note draft from a decision report: front matter filled in, reasons and links written out."""
-    from iteralab.decision.report import span_range
-    from iteralab.decision.text import planned_text
-
     chosen = report.cheapest or (report.ranked[0] if report.ranked else None)
     decision = f"{chosen.label}" if chosen else "no configuration yet"
     # Front matter values are single lines; a label never holds a newline, but a title might.
@@ -103,10 +103,15 @@ def draft_text(report, *, author: str, today: str) -> str:
     return "\n".join(lines)
 
 
+def draft_note(*, campaign: str, runs: Path | str, notes: Path | str | None = None, author: str = "to fill in",
+               catalog: Path | str | None = None) -> Path:
+    """Decide CAMPAIGN and draft its note into the notes folder (default: notes/ beside the runs folder)."""
+    report = decision_report(campaign=campaign, runs=runs, catalog=catalog)
+    return write_draft(report, folder=notes_folder(runs, notes), author=author)
+
+
 def write_draft(report, *, folder: Path, author: str) -> Path:
     """Write FOLDER/CAMPAIGN-decision.md from REPORT, never over an existing note."""
-    import datetime as dt
-
     folder = Path(folder)
     path = folder / f"{report.campaign}-decision.md"
     if path.exists():

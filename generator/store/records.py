@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from iteralab.core.errors import UserError
+from iteralab.core.files import cache_root, write_atomically
 
 SCHEMA_VERSION = 1
 KINDS = ("manifest", "trial", "rental", "deliverable")
@@ -299,8 +300,6 @@ class _ValidatedPrefix:
     """
 
     def __init__(self, path: Path):
-        from iteralab.run.machine import cache_root
-
         key = hashlib.sha256(str(Path(path).resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:32]
         self.file = cache_root() / "validated" / f"{key}.json"
 
@@ -320,9 +319,7 @@ class _ValidatedPrefix:
                  "lines": lines, "problem_lines": problem_lines}
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            partial = self.file.with_name(f"{self.file.name}.{os.getpid()}.partial")
-            partial.write_text(json.dumps(entry), encoding="utf-8")
-            os.replace(partial, self.file)
+            write_atomically(self.file, json.dumps(entry))
         except OSError:
             pass  # a cache that cannot be written only costs the next reader time
 
@@ -444,3 +441,18 @@ def _read_all(runs_dir: Path, loaded: Loaded, seen: dict) -> None:
                     f"{where}: record_id {record['record_id']} already read with other content "
                     f"at {earlier[1]}; this copy is skipped"
                 )
+
+
+def check_data(loaded: Loaded) -> dict:
+    """Return the counts per kind and the problems of a check, as plain data."""
+    return {"records": len(loaded.records), "by_kind": {kind: len(loaded.of_kind(kind)) for kind in KINDS},
+            "problems": loaded.problems}
+
+
+def describe_check(loaded: Loaded) -> str:
+    """List each problem as file:line: reason, then the counts."""
+    counts = check_data(loaded)["by_kind"]
+    problems = len(loaded.problems)
+    summary = (f"{len(loaded.records)} records ({', '.join(f'{n} {k}' for k, n in counts.items())}); "
+               f"{problems} problem{'s' * (problems != 1)}")
+    return "\n".join([*loaded.problems, summary])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -14,24 +15,25 @@ from iteralab.store.records import Loaded
 CONFIG_FIELDS = ("batch_size", "precision", "quantization", "compile", "attention", "length_sorted", "device")
 
 
-@dataclass
+@dataclass(frozen=True)
 class VariantSummary:
     """One configuration's trials (a variant on one kind of hardware and software) in run order and their sums."""
 
     name: str
     series: str
     config: dict
-    trials: list[dict]
+    trials: tuple[dict, ...]
     configuration: Configuration | None = None
     label: str = ""
-    durations: list[tuple[str, float]] = field(default_factory=list)
+    durations: tuple[tuple[str, float], ...] = ()
     ok: int = 0
     failed: int = 0
     accepted: int = 0
-    _peaks: dict = field(default_factory=dict, repr=False, compare=False)
+    _peaks: dict = field(default_factory=dict, repr=False, compare=False)  # a cache of figures, filled on first use
 
     def __post_init__(self):
-        self.label = self.label or self.name
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
 
     @property
     def key(self) -> str:
@@ -106,24 +108,24 @@ class VariantSummary:
         return {name: statistics.median(values) if values else None for name, values in per_bucket.items()}
 
 
-@dataclass
+@dataclass(frozen=True)
 class CampaignView:
-    """Everything the pages show about one campaign."""
+    """Everything the pages show about one campaign, complete when built and read-only afterwards."""
 
     name: str
     title: str
-    manifests: list[dict]
-    trials: list[dict]
-    rentals: list[dict]
-    deliverables: list[dict]
-    variants: list[VariantSummary]
-    problems: list[str]
-    sheets: list = field(default_factory=list)
+    manifests: tuple[dict, ...]
+    trials: tuple[dict, ...]
+    rentals: tuple[dict, ...]
+    deliverables: tuple[dict, ...]
+    variants: tuple[VariantSummary, ...]
+    problems: tuple[str, ...]
+    missing_predictions: frozenset[str] = frozenset()  # trials whose prediction file is not in the runs folder
 
     @property
     def fingerprints(self) -> list[str]:
         seen = []
-        for record in self.manifests + self.trials:
+        for record in (*self.manifests, *self.trials):
             if record["protocol_fingerprint"] not in seen:
                 seen.append(record["protocol_fingerprint"])
         return seen
@@ -134,11 +136,11 @@ class CampaignView:
 
     @property
     def first_at(self) -> str:
-        return min(r["created_at"] for r in self.manifests + self.trials)
+        return min(r["created_at"] for r in (*self.manifests, *self.trials))
 
     @property
     def last_at(self) -> str:
-        return max(r["created_at"] for r in self.manifests + self.trials)
+        return max(r["created_at"] for r in (*self.manifests, *self.trials))
 
     @property
     def corpus(self) -> dict | None:
@@ -221,8 +223,12 @@ def separate(first: VariantSummary, second: VariantSummary) -> dict:
 CAMPAIGN_FILE = re.compile(r"(?P<campaign>[^/:]+)/[^:]*:")
 
 
-def campaign_views(loaded: Loaded) -> list[CampaignView]:
-    """Group records by campaign, trials in run order, variants in first-run order."""
+def campaign_views(loaded: Loaded, *, present: set[str] | None = None) -> list[CampaignView]:
+    """Group records by campaign, trials in run order, variants in first-run order.
+
+    PRESENT, the runs folder's files (relative posix paths), when given: a trial whose prediction file is not among
+    them is named in its campaign's problems and in ``missing_predictions``.
+    """
     # One pass to group: a scan per campaign made 1,000 campaigns of 100,000 records quadratic.
     grouped: dict[str, list[dict]] = {}
     for record in loaded.records:
@@ -234,45 +240,55 @@ def campaign_views(loaded: Loaded) -> list[CampaignView]:
             own_problems.setdefault(found["campaign"], []).append((index, problem))
         else:
             shared_problems.append((index, problem))
-    views = []
-    for name in sorted(grouped):
-        mine = grouped[name]
-        trials = sorted((r for r in mine if r["kind"] == "trial"), key=lambda t: (t["created_at"], t["sequence"], t["record_id"]))
-        manifests = sorted((r for r in mine if r["kind"] == "manifest"), key=lambda m: (m["created_at"], m["record_id"]))
-        by_id = {m["record_id"]: m for m in manifests}
-        variants: dict[Configuration, VariantSummary] = {}
-        for trial in trials:
-            # Trials pool only within one configuration: merged folders from two machines give two rows.
-            configuration = configuration_of(trial, by_id.get(trial.get("manifest_id")))
-            summary = variants.setdefault(configuration, VariantSummary(
-                trial["variant"], trial.get("series") or trial["variant_config"].get("series", "main"), trial["variant_config"], [],
-                configuration))
-            summary.trials.append(trial)
-            if trial["status"] == "ok":
-                summary.ok += 1
-                summary.accepted += trial["corpus_accepted"]
-                summary.durations.append((trial["record_id"], trial["phases"]["measured_window"]["duration_ns"] / 1e9))
-            else:
-                summary.failed += 1
-        _label(list(variants.values()))
-        problems = [problem for _, problem in sorted(own_problems.get(name, []) + shared_problems)]
-        deliverables = sorted((r for r in mine if r["kind"] == "deliverable"), key=lambda r: (r["created_at"], r["record_id"]))
-        title = manifests[-1].get("title") if manifests and manifests[-1].get("title") else name
-        views.append(CampaignView(name, title, manifests, trials,
-                                  sorted((r for r in mine if r["kind"] == "rental"), key=lambda r: r["created_at"]),
-                                  deliverables, list(variants.values()), problems))
-    return views
+    return [_view(name, grouped[name], [p for _, p in sorted(own_problems.get(name, []) + shared_problems)], present)
+            for name in sorted(grouped)]
 
 
-def _label(summaries: list[VariantSummary]) -> None:
+def _view(name: str, mine: list[dict], problems: list[str], present: set[str] | None) -> CampaignView:
+    def of_kind(kind, key):
+        return tuple(sorted((r for r in mine if r["kind"] == kind), key=key))
+
+    trials = of_kind("trial", lambda t: (t["created_at"], t["sequence"], t["record_id"]))
+    manifests = of_kind("manifest", lambda m: (m["created_at"], m["record_id"]))
+    missing = frozenset(t["record_id"] for t in trials if present is not None and t.get("predictions")
+                        and posixpath.normpath(t["predictions"]["path"]) not in present)
+    problems += [f"{t['predictions']['path']}: prediction file of trial {t['record_id']} is missing from the runs folder"
+                 for t in trials if t["record_id"] in missing]
+    title = manifests[-1].get("title") if manifests and manifests[-1].get("title") else name
+    return CampaignView(name, title, manifests, trials, of_kind("rental", lambda r: r["created_at"]),
+                        of_kind("deliverable", lambda r: (r["created_at"], r["record_id"])),
+                        _summaries(trials, {m["record_id"]: m for m in manifests}), tuple(problems), missing)
+
+
+def _summaries(trials: tuple[dict, ...], manifests: dict) -> tuple[VariantSummary, ...]:
+    """Pool trials per configuration only: merged folders from two machines give two rows."""
+    pooled: dict[Configuration, list[dict]] = {}
+    for trial in trials:
+        pooled.setdefault(configuration_of(trial, manifests.get(trial.get("manifest_id"))), []).append(trial)
+    labels = _labels(list(pooled))
+    summaries = []
+    for configuration, mine in pooled.items():
+        first = mine[0]
+        ok = [t for t in mine if t["status"] == "ok"]
+        summaries.append(VariantSummary(
+            first["variant"], first.get("series") or first["variant_config"].get("series", "main"), first["variant_config"],
+            tuple(mine), configuration, labels[configuration],
+            tuple((t["record_id"], t["phases"]["measured_window"]["duration_ns"] / 1e9) for t in ok),
+            len(ok), len(mine) - len(ok), sum(bool(t["corpus_accepted"]) for t in ok)))
+    return tuple(summaries)
+
+
+def _labels(configurations: list[Configuration]) -> dict[Configuration, str]:
     """Label each configuration; runtime and driver are named where they alone tell two configurations apart."""
-    short = {}
-    for summary in summaries:
-        short.setdefault(summary.configuration.label(), []).append(summary)
+    short: dict[str, list[Configuration]] = {}
+    for configuration in configurations:
+        short.setdefault(configuration.label(), []).append(configuration)
+    labels = {}
     for same in short.values():
         detailed = len(same) > 1
-        for summary in same:
-            summary.label = summary.configuration.label(detailed=detailed)
-        if detailed and len({s.label for s in same}) < len(same):  # differing settings under one variant name
-            for summary in same:
-                summary.label += f" · {summary.key[-8:]}"
+        for configuration in same:
+            labels[configuration] = configuration.label(detailed=detailed)
+        if detailed and len({labels[c] for c in same}) < len(same):  # differing settings under one variant name
+            for configuration in same:
+                labels[configuration] += f" · {configuration.key[-8:]}"
+    return labels

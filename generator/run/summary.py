@@ -1,0 +1,118 @@
+"""What a run shows its user: the plan before it starts, a progress bar while it runs, a summary table at the end."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+
+def plan_data(prepared) -> dict:
+    """Return a prepared campaign's plan as plain data: trials in order, buckets, truncation."""
+    plan = [{"sequence": index, "variant": name, "repetition": repetition}
+            for index, (name, repetition) in enumerate(prepared.plan, start=1)]
+    return {"campaign": prepared.campaign.name, "protocol_fingerprint": prepared.fingerprint, "plan": plan,
+            "bucket_counts": prepared.bucket_counts, "truncated_entries": prepared.truncated}
+
+
+def describe_plan(prepared) -> str:
+    """Say what a dry run found: entries per bucket, truncation, the fingerprint and the trials in order."""
+    campaign, protocol = prepared.campaign, prepared.campaign.protocol
+    lines = [f"Campaign {campaign.name}: {len(prepared.corpus.entries)} entries "
+             f"({', '.join(f'{n} {k}' for k, n in prepared.bucket_counts.items())}), "
+             f"{prepared.truncated} longer than max_length {protocol['max_length']} "
+             f"({'truncated' if protocol['truncation'] == 'truncate' else 'refused'})",
+             f"Protocol fingerprint {prepared.fingerprint}", "Plan (trials in order):"]
+    lines += [f"  {step['sequence']:>3}. {step['variant']} (repetition {step['repetition']})" for step in plan_data(prepared)["plan"]]
+    return "\n".join(lines)
+
+
+def run_data(result) -> dict:
+    """Return what a run wrote as plain data: run id, records file, the summary per variant, interrupted or not."""
+    return {"run_id": result.run_id, "records_file": str(result.records_file), "summary": summarize(result.trials),
+            "interrupted": result.interrupted}
+
+
+def describe_run(result) -> str:
+    """Return the summary table, where the records are, and whether the run was interrupted."""
+    text = format_summary(summarize(result.trials)) + f"\nRecords: {result.records_file}"
+    if result.interrupted:
+        text += "\nInterrupted: the trial in progress was recorded as interrupted; earlier records are intact."
+    return text
+
+
+def summarize(trials: list[dict]) -> list[dict]:
+    """Per variant: measured-window seconds in run order, median, min, max, ok/failed, verdicts."""
+    rows = {}
+    for trial in sorted(trials, key=lambda t: (t["created_at"], t["sequence"])):
+        row = rows.setdefault(trial["variant"], {"variant": trial["variant"], "durations_s": [], "ok": 0, "failed": 0,
+                                                 "accepted": 0, "failures": []})
+        if trial["status"] == "ok":
+            row["ok"] += 1
+            row["durations_s"].append(trial["phases"]["measured_window"]["duration_ns"] / 1e9)
+            row["accepted"] += trial["corpus_accepted"]
+        else:
+            row["failed"] += 1
+            row["failures"].append(f"{trial['status']} in {trial['failed_phase']}")
+    for row in rows.values():
+        durations = row["durations_s"]
+        row["median_s"] = statistics.median(durations) if durations else None
+        row["min_s"] = min(durations) if durations else None
+        row["max_s"] = max(durations) if durations else None
+    return list(rows.values())
+
+
+def format_summary(rows: list[dict]) -> str:
+    """Render the summary as a plain-text table."""
+    def seconds(value):
+        return "—" if value is None else f"{value:.3f}"
+
+    lines = [f"{'variant':<16} {'measured window, s (run order)':<44} {'median':>8} {'min':>8} {'max':>8} {'ok':>3} {'fail':>4} {'accepted':>8}"]
+    for row in rows:
+        runs = " ".join(f"{value:.3f}" for value in row["durations_s"]) or "(no successful trial)"
+        lines.append(f"{row['variant']:<16} {runs:<44} {seconds(row['median_s']):>8} {seconds(row['min_s']):>8} "
+                     f"{seconds(row['max_s']):>8} {row['ok']:>3} {row['failed']:>4} {row['accepted']:>8}")
+        lines.extend(f"{'':<16} failed: {failure}" for failure in row["failures"])
+    return "\n".join(lines)
+
+
+class Progress:
+    """A one-line progress bar with ETA on stderr, silent when not a terminal or with --quiet."""
+
+    def __init__(self, *, quiet: bool = False, stream=None):
+        self.stream = stream or sys.stderr
+        self.enabled = not quiet and self.stream.isatty()
+        self.label, self.total, self.inference, self.started, self.last = "", 0, None, 0.0, 0.0
+
+    def start(self, label: str, total: int):
+        self.label, self.total, self.inference, self.started = label, total, None, time.monotonic()
+        self._draw(0)
+
+    def attach(self, inference):
+        self.inference = inference
+        inference_forward = inference.forward
+
+        def forward(encoded):
+            result = inference_forward(encoded)
+            now = time.monotonic()
+            if now - self.last > 0.2:
+                self.last = now
+                self._draw(inference.completed)
+            return result
+
+        inference.forward = forward
+        self.started = time.monotonic()
+
+    def _draw(self, done: int):
+        if not self.enabled:
+            return
+        elapsed = time.monotonic() - self.started
+        eta = f"{elapsed / done * (self.total - done):.0f}s" if done else "?"
+        filled = int(30 * done / self.total) if self.total else 0
+        self.stream.write(f"\r{self.label:<32} [{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total} eta {eta}   ")
+        self.stream.flush()
+
+    def done(self, status: str):
+        if self.enabled:
+            self.stream.write(f"\r{self.label:<32} {status:<60}\n")
+            self.stream.flush()
