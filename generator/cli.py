@@ -19,7 +19,7 @@ from iteralab.money import schedule, sizing
 from iteralab.run import runner, summary
 from iteralab.site import bundle, notes, serve
 from iteralab.site.build import build_site, describe_build
-from iteralab.store import records
+from iteralab.store import reading
 
 FOLDER = click.Path(path_type=Path)
 RUNS_HELP = "runs folder (default: runs)"
@@ -86,8 +86,8 @@ def schedule_command(start, end, tz, gpu, lots, catalog, as_json):
 @json_option
 def check(runs, as_json):
     """Validate every record under the runs folder and list each problem as file:line: reason."""
-    loaded = records.load(runs)
-    emit(as_json, records.check_data(loaded), records.describe_check(loaded))
+    loaded = reading.load(runs)
+    emit(as_json, reading.check_data(loaded), reading.describe_check(loaded))
     return 1 if loaded.problems else 0
 
 

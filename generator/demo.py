@@ -23,7 +23,7 @@ from iteralab.run.machine import model_files
 from iteralab.run.runner import run_campaign
 from iteralab.run.summary import format_summary, summarize
 from iteralab.site.build import build_site
-from iteralab.store.records import load
+from iteralab.store.reading import load
 
 CAMPAIGN = "demo-rotten-tomatoes"
 LABELS = ("fresh", "rotten")

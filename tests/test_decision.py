@@ -11,7 +11,7 @@ import pytest
 from iteralab.decision.report import decide
 from iteralab.decision.text import report_dict
 from iteralab.money.catalog import load_catalog
-from iteralab.store import records
+from iteralab.store import reading, records
 from iteralab.store.views import campaign_views
 from tests import factory
 
@@ -70,7 +70,7 @@ def merged(tmp_path):
 
 
 def report_of(runs):
-    loaded = records.load(runs)
+    loaded = reading.load(runs)
     (view,) = campaign_views(loaded)
     return decide(view, load_catalog()), loaded, view
 
@@ -206,7 +206,7 @@ def test_a_real_cpu_run_copied_beside_another_machines_stays_its_own_configurati
     real = tmp_path / "cpu-machine"
     campaign = tiny_campaign(repetitions=2, batch_sizes=(1,), extra_variants=DECISION_TABLE)
     assert cli("run", campaign, "--runs", real, "--quiet")[0] == 0
-    (manifest,) = records.load(real).of_kind("manifest")
+    (manifest,) = reading.load(real).of_kind("manifest")
     assert manifest["protocol"]["decision"]["window_hours"] == "96"  # Monday 09:00 to Friday 09:00
     # Another machine ran the same campaign under the same protocol on an RTX 4090; its folder is copied in.
     other = tmp_path / "gpu-machine"

@@ -9,6 +9,7 @@ import pytest
 
 from iteralab.decision import report as decision
 from iteralab.money.catalog import parse_catalog
+from iteralab.store import reading
 from iteralab.store.configuration import card_matches, catalog_card, manifest_gpus
 from tests import factory
 
@@ -233,7 +234,7 @@ def test_projection_adds_the_one_time_phases_to_the_windows_per_lot():
 
 
 def test_trial_table_and_figures_per_configuration(tmp_path):
-    from iteralab.store import records
+    from iteralab.store import reading, records
     from iteralab.store.trials import trial_table
     from iteralab.store.views import campaign_views
 
@@ -247,7 +248,7 @@ def test_trial_table_and_figures_per_configuration(tmp_path):
     broken = factory.trial(manifest, "b8", status="error", failed_phase="model_load", sequence=5, batch_size=8)
     for record in (manifest, *trials, failed, broken):
         records.append(tmp_path, record)
-    (view,) = campaign_views(records.load(tmp_path))
+    (view,) = campaign_views(reading.load(tmp_path))
     table = trial_table(view)
     picked = ["configuration_key", "run_id", "status", "accepted", "ids_match", "window_s", "one_time_s"]
     b1, b8 = view.variants[0].key, view.variants[1].key
@@ -362,7 +363,7 @@ def test_decide_counts_distinct_corpora_per_configuration_and_rentals_shared_by_
                factory.deliverable("camp", b1[0], "c"), factory.deliverable("camp", b1[1], "d")]
     for record in written:
         records.append(tmp_path, record)
-    (view,) = campaign_views(records.load(tmp_path))
+    (view,) = campaign_views(reading.load(tmp_path))
     report = decision.decide(view, CATALOG)
     assert (report.campaign, report.title, report.corpus_entries, report.catalog_version) == ("camp", "Camp title", 100, "v9")
     rows = {row.summary.name: row for row in report.rows}
@@ -372,11 +373,11 @@ def test_decide_counts_distinct_corpora_per_configuration_and_rentals_shared_by_
     alone = tmp_path / "alone"
     for record in (manifest, *b1, factory.rental("camp", runs=["run-1"])):
         records.append(alone, record)
-    (single,) = decision.decide(campaign_views(records.load(alone))[0], CATALOG).rows
+    (single,) = decision.decide(campaign_views(reading.load(alone))[0], CATALOG).rows
     assert single.shared_with == 0 and single.observed_spend == Decimal("47.14")
     stray = factory.deliverable("camp", {"record_id": "trial-from-elsewhere"}, "e")
     records.append(alone, stray)
-    report = decision.decide(campaign_views(records.load(alone))[0], CATALOG)
+    report = decision.decide(campaign_views(reading.load(alone))[0], CATALOG)
     assert report.problems == [f"deliverable {stray['record_id']} names trial trial-from-elsewhere, which is not in this "
                                "campaign's records"]
     assert report.rows[0].deliverables == 0

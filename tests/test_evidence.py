@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from iteralab.site.bundle import verify_bundle
-from iteralab.store import records
+from iteralab.store import reading, records
 from tests import factory
 
 
@@ -39,12 +39,12 @@ def test_rental_receipt_deliverable_bundle_and_verify_end_to_end(measured, tmp_p
                          "--start", "2026-09-28T09:00", "--end", "2026-10-02T09:00", "--receipt", receipt, "--runs", measured)
     assert code == 0, err
     assert "220.00 USD for 2 GPUs" in out
-    rental = records.load(measured).of_kind("rental")[0]
+    rental = reading.load(measured).of_kind("rental")[0]
     assert rental["price_per_lot"] == "110.00" and rental["catalog_version"] == "2026-09-24"
     stored = measured / rental["receipt"]["path"]
     assert stored.name == receipt.name and stored.read_bytes() == receipt.read_bytes()
 
-    trials = records.load(measured).of_kind("trial")
+    trials = reading.load(measured).of_kind("trial")
     accepted = next(t for t in trials if t["corpus_accepted"])
     assert cli("deliver", "--campaign", "tiny", "--trial", accepted["record_id"], "--runs", measured)[0] == 0
 
@@ -155,7 +155,7 @@ def test_deliverable_is_refused_for_an_unaccepted_trial_and_for_a_corpus_already
     assert cli("deliver", "--campaign", "camp", "--trial", good["record_id"], "--runs", runs)[0] == 0
     code, _, err = cli("deliver", "--campaign", "camp", "--trial", again["record_id"], "--runs", runs)
     assert code == 1 and "already delivered" in err and "repetitions are not new deliverables" in err
-    assert len(records.load(runs).of_kind("deliverable")) == 1
+    assert len(reading.load(runs).of_kind("deliverable")) == 1
     code, _, err = cli("deliver", "--campaign", "camp", "--trial", "trial-nope", "--runs", runs)
     assert code == 1 and "is not a trial of campaign camp" in err
 
@@ -284,7 +284,7 @@ def test_payload_holds_every_record_input_prediction_receipt_and_note_of_the_cam
                                    "date: 2026-10-01\nauthor: Team\n---\n\nWhy.\n", encoding="utf-8")
     (notes / "theirs.md").write_text("---\ncampaign: other\ndecision: Rent\nselected_variant: b1\nworkload_covered: 1\n"
                                      "date: 2026-10-01\nauthor: Team\n---\n\nNot this campaign.\n", encoding="utf-8")
-    view = next(v for v in campaign_views(records.load(runs)) if v.name == "camp")
+    view = next(v for v in campaign_views(reading.load(runs)) if v.name == "camp")
     files = payload(view, runs, notes, None)
     record_files = sorted((runs / "camp" / "records").glob("*.jsonl"))
     assert len(record_files) == 2  # the run's file and the rental's
@@ -357,14 +357,14 @@ def test_campaign_bundle_names_its_top_folder_dates_the_bag_and_reads_the_given_
     for record in (manifest, trial):
         records.append(runs, record)
     prices = factory.price_file(tmp_path / "prices.csv")
-    (view,) = campaign_views(records.load(runs))
+    (view,) = campaign_views(reading.load(runs))
     with zipfile.ZipFile(io.BytesIO(campaign_bundle(view, runs=runs, catalog=prices))) as archive:
         assert {name.split("/")[0] for name in archive.namelist()} == {"camp-evidence"}
         assert b"Bagging-Date: 2026-09-30\n" in archive.read("camp-evidence/bag-info.txt")
         assert archive.read("camp-evidence/data/catalog.csv").decode() == factory.CHEAPER_CATALOG
     rentals_only = tmp_path / "rentals-only"
     records.append(rentals_only, factory.rental())
-    (view,) = campaign_views(records.load(rentals_only))
+    (view,) = campaign_views(reading.load(rentals_only))
     with zipfile.ZipFile(io.BytesIO(campaign_bundle(view, runs=rentals_only))) as archive:
         assert b"Bagging-Date: 1980-01-01\n" in archive.read("camp-evidence/bag-info.txt")
 
@@ -379,7 +379,7 @@ def test_a_bundle_of_manifests_alone_is_dated_by_them_and_names_itself(tmp_path,
     manifest = factory.manifest()
     manifest["created_at"] = "2026-09-28T09:00:00Z"
     records.append(tmp_path / "runs", manifest)
-    (view,) = campaign_views(records.load(tmp_path / "runs"))
+    (view,) = campaign_views(reading.load(tmp_path / "runs"))
     with zipfile.ZipFile(io.BytesIO(campaign_bundle(view, runs=tmp_path / "runs"))) as archive:
         info = archive.read("camp-evidence/bag-info.txt")
     assert b"Bagging-Date: 2026-09-28\n" in info and b"External-Identifier: camp-evidence\n" in info

@@ -14,7 +14,7 @@ from iteralab.core.errors import UserError
 from iteralab.money.catalog import parse_catalog
 from iteralab.run.campaign import load_campaign
 from iteralab.run.corpus import load_corpus
-from iteralab.store import records
+from iteralab.store import reading, records
 from tests import factory
 from tests.tiny import CAMPAIGN
 
@@ -124,7 +124,7 @@ def test_corrupt_record_lines_are_listed_and_never_lose_the_good_record(lines):
             for line in lines:
                 handle.write(line.replace(b"\n", b" ") + b"\n")
         before = path.read_bytes()
-        loaded = records.load(runs)
+        loaded = reading.load(runs)
         assert good["record_id"] in {record["record_id"] for record in loaded.records}
         for problem in loaded.problems:
             assert problem.startswith(f"camp/records/{good['run_id']}.jsonl:")
@@ -160,7 +160,7 @@ def test_mutated_qualification_sheets_give_sheets_or_a_clear_error(data):
     lines = mutate(text.splitlines(), data)
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "sheet.toml").write_text("\n".join(lines), encoding="utf-8")
-        expect_clear(qualify, Path(folder), records.Loaded(), load_catalog())
+        expect_clear(qualify, Path(folder), reading.Loaded(), load_catalog())
 
 
 @settings(max_examples=8, deadline=None)

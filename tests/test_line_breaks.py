@@ -15,7 +15,7 @@ from iteralab.decision.rentals import add_rental
 from iteralab.run.corpus import Entry, json_lines, load_corpus, write_jsonl
 from iteralab.site.bundle import verify_bundle
 from iteralab.site.notes import load_notes
-from iteralab.store import records
+from iteralab.store import reading
 from tests.tiny import corpus_rows, write_campaign, write_corpus
 
 # Every character str.splitlines() breaks at besides \n and \r, and two emoji (one a ZWJ sequence).
@@ -53,7 +53,7 @@ def test_line_breaks_survive_corpus_runner_predictions_site_bundle_and_verify(ti
     runs = tmp_path / "runs"
     code, _, err = cli("run", campaign, "--runs", runs, "--quiet")
     assert code == 0, err
-    (trial,) = records.load(runs).of_kind("trial")
+    (trial,) = reading.load(runs).of_kind("trial")
     assert trial["id_check"]["ids_match"] and trial["id_check"]["observed"] == 12
     receipt = tmp_path / "receipt\u20282026.pdf"  # BagIt manifests must not split this name either
     receipt.write_bytes(b"%PDF-1.4 receipt")
@@ -69,7 +69,7 @@ def test_line_breaks_survive_corpus_runner_predictions_site_bundle_and_verify(ti
     assert [row["text"] for row in map(json.loads, json_lines(corpus_copy))] == [row["text"] for row in rows]
     # The bagit library splits manifest lines at U+2028, so the bag's copy is renamed; the record keeps the real name.
     assert any(name.endswith("/receipt_2026.pdf") for name in names)
-    (rental,) = records.load(runs).of_kind("rental")
+    (rental,) = reading.load(runs).of_kind("rental")
     assert rental["receipt"]["original_name"] == "receipt\u20282026.pdf"
 
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from iteralab.core.errors import UserError
-from iteralab.store import records
+from iteralab.store import reading, records
 from tests import factory
 
 SHA = "0" * 64
@@ -27,18 +27,17 @@ def rental(campaign="demo", run_id="run-a", **overrides):
     return records.make_record("rental", campaign=campaign, run_id=run_id, **fields)
 
 
-def test_append_then_load_round_trips_into_pandas(tmp_path):
+def test_append_then_load_round_trips_with_sources(tmp_path):
     first, second = rental(), rental(lots=2, total="94.28", gpus=2)
     path = records.append(tmp_path, first)
     records.append(tmp_path, second)
     assert path == tmp_path / "demo" / "records" / "run-a.jsonl"
     assert path.read_bytes().count(b"\n") == 2
-    loaded = records.load(tmp_path)
+    loaded = reading.load(tmp_path)
     assert loaded.problems == []
-    table = loaded.tables()["rental"]
-    assert list(table["record_id"]) == [first["record_id"], second["record_id"]]
-    assert list(table["source"]) == ["demo/records/run-a.jsonl:1", "demo/records/run-a.jsonl:2"]
-    assert loaded.tables()["trial"].empty
+    assert [r["record_id"] for r in loaded.of_kind("rental")] == [first["record_id"], second["record_id"]]
+    assert loaded.sources == ["demo/records/run-a.jsonl:1", "demo/records/run-a.jsonl:2"]
+    assert loaded.of_kind("trial") == []
 
 
 def test_loading_pauses_the_garbage_collector_and_gives_it_back_as_it_was(tmp_path):
@@ -46,13 +45,11 @@ def test_loading_pauses_the_garbage_collector_and_gives_it_back_as_it_was(tmp_pa
 
     records.append(tmp_path, rental())
     assert gc.isenabled()
-    loaded = records.load(tmp_path)
-    assert gc.isenabled()
-    loaded.tables()
+    reading.load(tmp_path)
     assert gc.isenabled()
     gc.disable()
     try:
-        records.load(tmp_path).tables()
+        reading.load(tmp_path)
         assert not gc.isenabled()  # a caller that had paused it keeps it paused
     finally:
         gc.enable()
@@ -71,7 +68,7 @@ def test_torn_last_line_is_reported_and_the_next_append_starts_a_new_line(tmp_pa
     data = path.read_bytes()
     assert data.startswith(torn)  # the old bytes are never touched
     assert data.startswith(intact)
-    loaded = records.load(tmp_path)
+    loaded = reading.load(tmp_path)
     assert [r["record_id"] for r in loaded.records][-1] == later["record_id"]
     assert len(loaded.problems) == 1
     assert loaded.problems[0].startswith("demo/records/run-a.jsonl:2: not valid JSON (Unterminated string")
@@ -101,7 +98,7 @@ def test_writer_killed_with_sigkill_loses_no_acknowledged_record(tmp_path, cli):
         process.wait()
         acknowledged += [line.strip() for line in process.stdout if line.strip()]
         process.stdout.close()
-        loaded = records.load(tmp_path)
+        loaded = reading.load(tmp_path)
         ids = {record["record_id"] for record in loaded.records}
         assert set(acknowledged) <= ids
         assert all("incomplete last line" in problem for problem in loaded.problems), loaded.problems
@@ -122,7 +119,7 @@ def test_concurrent_writers_produce_every_record_exactly_once(tmp_path):
         out, _ = process.communicate(timeout=120)
         assert process.returncode == 0
         written += out.split()
-    loaded = records.load(tmp_path)
+    loaded = reading.load(tmp_path)
     assert loaded.problems == []
     assert sorted(record["record_id"] for record in loaded.records) == sorted(written)
     assert len(written) == 240
@@ -139,7 +136,7 @@ def test_copied_folders_merge_each_record_once(tmp_path):
             target = merged / "copies" / source.name / path.relative_to(source)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(path.read_bytes())
-    loaded = records.load(merged)
+    loaded = reading.load(merged)
     assert loaded.problems == []
     assert len(loaded.records) == 2
 
@@ -149,7 +146,7 @@ def test_same_record_id_with_other_content_is_reported(tmp_path):
     records.append(tmp_path, original)
     forged = dict(original, run_id="run-b", total="1.00")
     records.append(tmp_path, forged)
-    loaded = records.load(tmp_path)
+    loaded = reading.load(tmp_path)
     assert len(loaded.records) == 1
     assert "already read with other content" in loaded.problems[0]
 
@@ -221,7 +218,7 @@ def test_records_are_written_in_one_line_each(tmp_path):
     record = rental(note="line one\nline two <script>")
     path = records.append(tmp_path, record)
     assert path.read_text(encoding="utf-8").count("\n") == 1
-    assert records.load(tmp_path).records[0]["note"] == "line one\nline two <script>"
+    assert reading.load(tmp_path).records[0]["note"] == "line one\nline two <script>"
 
 
 def test_writing_into_a_full_disk_gives_a_clear_error_and_keeps_earlier_records(tmp_path):
@@ -248,7 +245,7 @@ def test_writing_into_a_full_disk_gives_a_clear_error_and_keeps_earlier_records(
     result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and "untouched" in result.stdout
     assert path.read_bytes().startswith(before)
-    loaded = records.load(tmp_path)
+    loaded = reading.load(tmp_path)
     assert len(loaded.records) == 1
 
 
@@ -269,18 +266,18 @@ def test_a_validated_prefix_is_not_checked_twice_but_any_change_is(tmp_path, mon
     path = records.append(tmp_path, first)
     records.append(tmp_path, second)
     calls.clear()
-    assert len(records.load(tmp_path).records) == 2 and len(calls) == 2
+    assert len(reading.load(tmp_path).records) == 2 and len(calls) == 2
     calls.clear()
-    assert len(records.load(tmp_path).records) == 2 and calls == []  # nothing new: the prefix is trusted
+    assert len(reading.load(tmp_path).records) == 2 and calls == []  # nothing new: the prefix is trusted
     third = rental()
     records.append(tmp_path, third)
     calls.clear()
-    assert len(records.load(tmp_path).records) == 3 and calls == [third["record_id"]]  # only the appended line
+    assert len(reading.load(tmp_path).records) == 3 and calls == [third["record_id"]]  # only the appended line
     # An edit inside the checked prefix changes its hash: every line is checked again and the bad one reported.
     data = path.read_bytes().replace(b'"lots": 1', b'"lots": 0', 1)
     path.write_bytes(data)
     calls.clear()
-    loaded = records.load(tmp_path)
+    loaded = reading.load(tmp_path)
     assert len(calls) == 3 and len(loaded.records) == 2
     assert loaded.problems[0].startswith("demo/records/run-a.jsonl:1: lots:")
 
@@ -309,12 +306,12 @@ def test_a_record_changed_after_it_was_read_is_validated_again(tmp_path, monkeyp
     monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "fresh" / "cache"))  # not there yet: made on first read
     path = records.append(tmp_path / "runs", rental(total="47.14"))
     records.append(tmp_path / "runs", rental(total="94.28", lots=2, gpus=2))
-    assert records.load(tmp_path / "runs").problems == []
+    assert reading.load(tmp_path / "runs").problems == []
     assert list((tmp_path / "fresh" / "cache" / "validated").glob("*.json"))
     data = path.read_bytes()
     path.write_bytes(data.replace(b'"total": "47.14"', b'"total": 47.1400', 1))  # same size, now invalid
     assert len(path.read_bytes()) == len(data)
-    problems = records.load(tmp_path / "runs").problems
+    problems = reading.load(tmp_path / "runs").problems
     assert problems == ["demo/records/run-a.jsonl:1: total: 47.14 is not of type 'string'"]
 
 
@@ -323,7 +320,7 @@ def test_a_runs_folder_whose_name_is_not_utf8_loads(tmp_path):
 
     folder = tmp_path / os.fsdecode(b"runs-\xff")
     records.append(folder, rental())
-    loaded = records.load(folder)
+    loaded = reading.load(folder)
     assert loaded.problems == [] and len(loaded.records) == 1
 
 
@@ -338,14 +335,14 @@ def test_new_schemas_validate_every_line_again(tmp_path, monkeypatch):
     records.append(tmp_path, rental())
     records.append(tmp_path, rental(total="94.28", lots=2, gpus=2))
     records.append(tmp_path, rental(run_id="run-b"))  # each file has its own cache entry
-    records.load(tmp_path)
+    reading.load(tmp_path)
     checked = []
     original = records.validate
     monkeypatch.setattr(records, "validate", lambda record: checked.append(record) or original(record))
-    records.load(tmp_path)
+    reading.load(tmp_path)
     assert checked == []  # unchanged bytes under unchanged schemas: read from the cache
-    monkeypatch.setattr(records, "_schemas_digest", lambda: "schemas of a newer iteralab")
-    records.load(tmp_path)
+    monkeypatch.setattr(reading, "_schemas_digest", lambda: "schemas of a newer iteralab")
+    reading.load(tmp_path)
     assert len(checked) == 3
 
 
@@ -388,7 +385,7 @@ def test_reading_goes_on_after_a_bad_line_and_the_cache_keeps_every_problem(tmp_
                 "demo/records/hand.jsonl:4: not valid JSON (Expecting property name enclosed in double quotes, column 2)",
                 "demo/records/hand.jsonl:6: incomplete last line (a write was cut off); it is skipped"]
     for _ in range(2):  # the second read comes from the validated-prefix cache
-        loaded = records.load(tmp_path)
+        loaded = reading.load(tmp_path)
         assert [r["total"] for r in loaded.records] == ["1.00", "2.00", "3.00"]
         assert loaded.problems == expected
 
@@ -398,12 +395,12 @@ def test_deliverables_of_different_corpora_are_not_repeats(tmp_path):
     trial = factory.trial(manifest)
     for record in (manifest, trial, factory.deliverable("camp", trial, "c"), factory.deliverable("camp", trial, "d")):
         records.append(tmp_path, record)
-    assert records.load(tmp_path).problems == []
+    assert reading.load(tmp_path).problems == []
     other = factory.manifest("other", "run-9")
     other_trial = factory.trial(other)
     for record in (other, other_trial, factory.deliverable("other", other_trial, "c")):
         records.append(tmp_path, record)
-    assert records.load(tmp_path).problems == []  # the same corpus in another campaign is that campaign's deliverable
+    assert reading.load(tmp_path).problems == []  # the same corpus in another campaign is that campaign's deliverable
 
 
 def test_ids_name_their_kind_and_the_utc_second_even_where_local_time_is_not_utc(monkeypatch):
@@ -446,7 +443,7 @@ def test_a_line_with_several_schema_problems_names_each_on_every_read(tmp_path):
     bad = {**rental(), "lots": "two", "total": 1}
     (folder / "hand.jsonl").write_text(json.dumps(bad) + "\n" + json.dumps(rental()) + "\n", encoding="utf-8")
     for _ in range(2):  # the second read comes from the validated-prefix cache
-        loaded = records.load(tmp_path)
+        loaded = reading.load(tmp_path)
         assert loaded.problems == ["demo/records/hand.jsonl:1: lots: 'two' is not of type 'integer'; total: 1 is not of type 'string'"]
         assert len(loaded.records) == 1
 
@@ -457,8 +454,8 @@ def test_the_cache_remembers_complete_lines_only_and_every_byte_of_them(tmp_path
     with path.open("ab") as handle:
         handle.write(b'{"torn')
     data = path.read_bytes()
-    records.read_file(path, "run-a.jsonl")
-    prefix = records._ValidatedPrefix(path)
+    reading.read_file(path, "run-a.jsonl")
+    prefix = reading._ValidatedPrefix(path)
     assert prefix.lines(data) == (2, set())  # the torn tail is not counted as checked
     complete = data[: data.rindex(b"\n") + 1]
     assert complete.endswith(b'"total": "2.00"}\n')
@@ -474,7 +471,7 @@ def test_a_repeated_deliverable_names_both_records_and_where_they_are(tmp_path):
         records.append(tmp_path, record)
     where = {record["record_id"]: f"camp/records/{record['run_id']}.jsonl:1" for record in (first, second)}
     earlier, later = sorted((first, second), key=lambda record: where[record["record_id"]])
-    assert records.load(tmp_path).problems == [
+    assert reading.load(tmp_path).problems == [
         f"{where[later['record_id']]}: deliverable {later['record_id']} (trial {trial['record_id']}) repeats the corpus "
         f"sha256:{'c' * 12}… of deliverable {earlier['record_id']} (trial {trial['record_id']}) "
         f"at {where[earlier['record_id']]}; one corpus is one deliverable, counted once"]
@@ -494,7 +491,7 @@ def test_a_successful_trial_without_a_measured_window_is_refused_and_listed_not_
     path = records.records_file(tmp_path, "camp", manifest["run_id"])
     with path.open("a", encoding="utf-8") as handle:  # written by hand, past append's check
         handle.write(json.dumps(missing) + "\n" + json.dumps(null) + "\n")
-    loaded = records.load(tmp_path)
+    loaded = reading.load(tmp_path)
     assert loaded.problems == [f"camp/records/{path.name}:2: phases: 'measured_window' is a required property",
                                f"camp/records/{path.name}:3: phases.measured_window.duration_ns: None is not of type 'integer'"]
     (view,) = campaign_views(loaded)

@@ -15,7 +15,7 @@ from iteralab.core.files import sha256_file
 from iteralab.run import runner, trial
 from iteralab.run.campaign import rotation
 from iteralab.run.metrics import check_ids
-from iteralab.store import records
+from iteralab.store import reading
 from tests.conftest import run_module
 
 
@@ -43,7 +43,7 @@ def test_a_campaign_writes_manifest_trials_and_checkable_predictions(tiny_campai
     code, out, err = cli("run", tiny_campaign(), "--runs", runs)
     assert code == 0, err
     assert "b1" in out and "Records:" in out
-    loaded = records.load(runs)
+    loaded = reading.load(runs)
     assert loaded.problems == []
     manifests, trials = loaded.of_kind("manifest"), loaded.of_kind("trial")
     assert len(manifests) == 1 and len(trials) == 6
@@ -192,7 +192,7 @@ def test_out_of_memory_at_the_kth_batch_is_recorded_and_the_next_trial_runs(tiny
     assert failed["phases"]["evaluation"]["duration_ns"] is None
     assert "not reached" in failed["phases"]["evaluation"]["reason"]
     assert all(t["status"] == "ok" for t in result.trials[3:])
-    assert len(records.load(tmp_path / "runs").of_kind("trial")) == 6
+    assert len(reading.load(tmp_path / "runs").of_kind("trial")) == 6
 
 
 @pytest.mark.slow
@@ -218,7 +218,7 @@ def test_sigterm_is_recorded_as_interrupted_and_nothing_is_lost(tiny_model, tmp_
         out, err = process.communicate(timeout=60)
         assert process.returncode == 130, err
         assert "Interrupted" in out
-        loaded = records.load(runs)
+        loaded = reading.load(runs)
         assert loaded.problems == []
         trials = loaded.of_kind("trial")
         assert all(t["status"] == "ok" for t in trials[:-1]) and len(trials) >= 2
@@ -290,7 +290,7 @@ def test_runner_killed_at_random_points_keeps_every_written_record(tiny_campaign
             assert after[path].startswith(data), f"{path.name} lost bytes it held before the kill"
         current = [path for path in after if path not in snapshot]
         assert len(current) == 1, "each run writes its own file"
-        loaded = records.load(runs)
+        loaded = reading.load(runs)
         assert all("incomplete last line" in problem for problem in loaded.problems), loaded.problems
         complete = sum(data.count(b"\n") for data in after.values())
         assert len(loaded.records) == complete  # every complete line read back as a record
@@ -322,4 +322,4 @@ def test_a_second_run_is_compared_with_the_first_runs_reference(tiny_campaign, t
     reference_id = first.trials[0]["record_id"]
     assert first.trials[0]["variant"] == "b1"
     assert {t["quality"]["reference"]["trial_id"] for t in first.trials + second.trials} == {reference_id}
-    assert len(records.load(tmp_path / "runs").of_kind("manifest")) == 2
+    assert len(reading.load(tmp_path / "runs").of_kind("manifest")) == 2

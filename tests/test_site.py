@@ -11,7 +11,7 @@ from bs4 import BeautifulSoup
 
 from iteralab.site import output, workers
 from iteralab.site.build import build_site
-from iteralab.store import records
+from iteralab.store import reading, records
 from tests import factory
 from tests.conftest import run_module
 
@@ -81,7 +81,7 @@ def test_cost_block_shows_spend_and_undefined_cost_without_deliverables(site):
 
 def test_cost_per_validated_corpus_divides_by_distinct_corpora(runs, tmp_path):
     """Three distinct corpora delivered, one of them twice by two teams: 267.14 ÷ 3, not ÷ 1 and not ÷ 4."""
-    loaded = records.load(runs)
+    loaded = reading.load(runs)
     accepted = [t for t in loaded.of_kind("trial") if t["corpus_accepted"]]
     records.append(runs, factory.rental(total="220.00", lots=2))
     for trial, corpus in zip(accepted, "cdee", strict=False):
@@ -200,7 +200,7 @@ def test_rebuild_renders_only_the_changed_campaign(runs, tmp_path):
     first = build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")
     assert sorted(first["rendered"]) == ["broken", "camp"]
     assert build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")["rendered"] == []
-    broken = next(m for m in records.load(runs).of_kind("manifest") if m["campaign"] == "broken")
+    broken = next(m for m in reading.load(runs).of_kind("manifest") if m["campaign"] == "broken")
     records.append(runs, factory.trial(broken, "only", seconds=2.0, sequence=2))
     assert build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")["rendered"] == ["broken"]
 
@@ -313,7 +313,7 @@ def test_a_missing_prediction_file_is_listed_and_restoring_it_rebuilds_the_campa
     build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")
     problems = soup(out / "campaigns" / "camp" / "index.html").select("#problems code")
     assert any("camp/predictions/p.csv: prediction file of trial" in problem.get_text() for problem in problems)
-    trial = next(t for t in records.load(runs).of_kind("trial") if t["campaign"] == "camp" and t["status"] == "ok")
+    trial = next(t for t in reading.load(runs).of_kind("trial") if t["campaign"] == "camp" and t["status"] == "ok")
     assert "is missing from the runs folder" in (out / "campaigns" / "camp" / "trials" / f"{trial['record_id']}.html").read_text()
 
     (runs / "camp" / "predictions").mkdir(parents=True)

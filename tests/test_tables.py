@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from iteralab.store import records
+from iteralab.store import reading, records
 from iteralab.store.views import campaign_views
 from tests import factory
 
@@ -14,7 +14,7 @@ from tests import factory
 def _view(folder, *written):
     for record in written:
         records.append(folder, record)
-    views = campaign_views(records.load(folder))
+    views = campaign_views(reading.load(folder))
     assert len(views) == 1
     return views[0]
 

@@ -12,9 +12,9 @@ from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.money.catalog import Catalog, load_catalog, lots_price
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
 from iteralab.money.sizing import gib
-from iteralab.store import records
+from iteralab.store import reading
 from iteralab.store.configuration import card_matches
-from iteralab.store.records import Loaded
+from iteralab.store.reading import Loaded
 from iteralab.store.views import campaign_views
 
 CRITERIA = ("workload_covered", "compatibility", "memory_per_gpu", "quality", "distribution_and_server", "budget_and_schedule")
@@ -247,7 +247,7 @@ def qualify_folder(*, sheets: Path | str = "qualification", runs: Path | str = D
                    catalog: Path | str | None = None) -> list[Sheet]:
     """Settle every sheet of the folder SHEETS against the records under RUNS (none yet is no evidence)."""
     runs = Path(runs)
-    return qualify(sheets, records.load(runs) if runs.is_dir() else records.Loaded(), load_catalog(catalog))
+    return qualify(sheets, reading.load(runs) if runs.is_dir() else reading.Loaded(), load_catalog(catalog))
 
 
 def rank(sheets: list[Sheet]) -> list[Sheet]:

@@ -10,7 +10,7 @@ from iteralab.core.files import copy_atomically, sha256_file
 from iteralab.decision.report import check_rentals
 from iteralab.money.catalog import load_catalog, quote
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
-from iteralab.store import records
+from iteralab.store import reading, records
 from iteralab.store.views import campaign_views
 
 MAX_RECEIPT_BYTES = 50 * 2**20  # receipts are PDFs or photos; anything larger is probably the wrong file
@@ -76,7 +76,7 @@ def _check_runs(runs_dir: Path, campaign: str, runs: list[str], price) -> None:
     for run_id in runs:
         records.check_name(run_id, "--run")
     folder = runs_dir / campaign
-    views = campaign_views(records.load(folder)) if folder.is_dir() else []
+    views = campaign_views(reading.load(folder)) if folder.is_dir() else []
     view = next((v for v in views if v.name == campaign), None)
     known = sorted({m["run_id"] for m in view.manifests}) if view else []
     unknown = [run_id for run_id in runs if run_id not in known]
@@ -98,7 +98,7 @@ def deliver(*, runs_dir: Path | str, campaign: str, trial_id: str, name: str | N
     folder = runs_dir / campaign
     if not folder.is_dir():
         raise UserError(f"campaign {campaign} has no records in {runs_dir}")
-    loaded = records.load(folder)
+    loaded = reading.load(folder)
     mine = [r for r in loaded.records if r["campaign"] == campaign]
     trial = next((r for r in mine if r["kind"] == "trial" and r["record_id"] == trial_id), None)
     if trial is None:
@@ -129,7 +129,7 @@ def list_rentals(*, runs_dir: Path | str, campaign: str) -> list[dict]:
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         return []
-    return [record for record in records.load(runs_dir).of_kind("rental") if record["campaign"] == campaign]
+    return [record for record in reading.load(runs_dir).of_kind("rental") if record["campaign"] == campaign]
 
 
 def describe_rentals(rentals: list[dict], campaign: str) -> str:

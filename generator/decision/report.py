@@ -12,7 +12,7 @@ from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.money.catalog import Catalog, Gpu, load_catalog, lots_price, money
 from iteralab.money.schedule import format_hours, periods_needed
 from iteralab.store.configuration import catalog_card, manifest_gpus, name_matches
-from iteralab.store.records import load
+from iteralab.store.reading import load
 from iteralab.store.trials import trial_table
 from iteralab.store.views import CampaignView, VariantSummary, campaign_views, separate
 

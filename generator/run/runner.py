@@ -28,7 +28,7 @@ from iteralab.run.trial import (
     out_of_memory_errors,
     release,
 )
-from iteralab.store import records
+from iteralab.store import reading, records
 
 
 @dataclass
@@ -145,7 +145,7 @@ def _campaign_records(runs_dir: Path, name: str) -> list[dict]:
     folder = runs_dir / name
     if not folder.is_dir():
         return []
-    return [record for record in records.load(folder).records if record["campaign"] == name]
+    return [record for record in reading.load(folder).records if record["campaign"] == name]
 
 
 def _refuse_changed_protocol(campaign: Campaign, existing: list[dict], fingerprint: str) -> None:

@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from iteralab.money.catalog import cost_per_validated_corpus, money
 from iteralab.store.configuration import Configuration, configuration_of
-from iteralab.store.records import Loaded
+from iteralab.store.reading import Loaded
 
 CONFIG_FIELDS = ("batch_size", "precision", "quantization", "compile", "attention", "length_sorted", "device")
 
