@@ -7,6 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from iteralab.decision import plan as planning
+from iteralab.decision import question as questions
 from iteralab.decision import report as decision
 from iteralab.money.catalog import parse_catalog
 from iteralab.store import reading
@@ -22,8 +24,8 @@ def _view(protocol):
 
 def test_a_campaign_without_a_decision_table_asks_about_one_corpus_and_says_so():
     for protocol in (None, {}, {"decision": None}, {"decision": {}}):
-        question = decision.question_of(_view(protocol))
-        assert question == decision.Question(False, 1, None, None, None, None, None, None, None, None)
+        question = questions.question_of(_view(protocol))
+        assert question == questions.Question(False, 1, None, None, None, None, None, None, None, None)
         assert question.missing == ["the whole [decision] table (workload, access window, deadline, budget): one corpus "
                                     "assumed, no window"]
 
@@ -32,22 +34,22 @@ def test_a_stated_question_keeps_every_field_and_reads_numbers_as_decimals():
     stated = {"corpora": 20, "entries": None, "window_hours": "96", "window_start": "2026-09-28T09:00:00+07:00",
               "window_end": "2026-10-02T09:00:00+07:00", "time_zone": "Asia/Jakarta", "deadline": "2026-10-01T09:00:00+07:00",
               "deadline_hours": 72, "budget": "150.00"}
-    question = decision.question_of(_view({"decision": stated}))
-    assert question == decision.Question(True, 20, None, Decimal("96"), "2026-09-28T09:00:00+07:00",
+    question = questions.question_of(_view({"decision": stated}))
+    assert question == questions.Question(True, 20, None, Decimal("96"), "2026-09-28T09:00:00+07:00",
                                          "2026-10-02T09:00:00+07:00", "Asia/Jakarta", "2026-10-01T09:00:00+07:00",
                                          Decimal("72"), Decimal("150.00"))
     assert question.missing == [] and question.limit_hours == Decimal("72")
-    bare = decision.question_of(_view({"decision": {"corpora": 3}}))
+    bare = questions.question_of(_view({"decision": {"corpora": 3}}))
     assert bare.declared is True and bare.window_hours is None and bare.limit_hours is None
     assert bare.missing == ["the access window (window_start and window_end, or window_hours)", "a deadline (optional)",
                             "a budget ceiling (optional)"]
 
 
 def test_the_workload_in_words():
-    question = decision.Question(True, 1, None, None, None, None, None, None, None, None)
+    question = questions.Question(True, 1, None, None, None, None, None, None, None, None)
     assert question.workload(100) == "1 corpus like the campaign's"
-    assert decision.Question(True, 2, *[None] * 8).workload(100) == "2 independent corpora like the campaign's"
-    stream = decision.Question(True, None, 150_000, *[None] * 7)
+    assert questions.Question(True, 2, *[None] * 8).workload(100) == "2 independent corpora like the campaign's"
+    stream = questions.Question(True, None, 150_000, *[None] * 7)
     assert stream.workload(1000) == "150,000 entries (150.00 × the campaign's corpus), processed as one stream"
     assert stream.workload(None) == "150,000 entries, processed as one stream"
     assert stream.workload(0) == "150,000 entries, processed as one stream"
@@ -56,13 +58,13 @@ def test_the_workload_in_words():
 @pytest.mark.parametrize(("hours", "text"), [(0.5, "30.0 min"), (0.999, "59.9 min"), (1.0, "1.00 h"), (1.5, "1.50 h"),
                                              (96.125, "96.12 h")])
 def test_spans_read_in_minutes_under_an_hour_and_hours_from_one(hours, text):
-    assert decision.span(hours) == text
+    assert planning.span(hours) == text
 
 
 def test_span_range_gives_the_fastest_and_slowest_projection():
-    assert decision.span_range((0.5, 1.25, 2.0)) == "30.0 min to 2.00 h"
-    assert decision.span_range(()) == "no projection: no successful trial"
-    assert decision.span_range(None) == "no projection: no successful trial"
+    assert planning.span_range((0.5, 1.25, 2.0)) == "30.0 min to 2.00 h"
+    assert planning.span_range(()) == "no projection: no successful trial"
+    assert planning.span_range(None) == "no projection: no successful trial"
 
 
 def _row(label, total=None, statuses=None, hours=None):
@@ -127,7 +129,7 @@ def _question(**stated):
     fields = {"declared": True, "corpora": 1, "entries": None, "window_hours": None, "window_start": None, "window_end": None,
               "time_zone": None, "deadline": None, "deadline_hours": None, "budget": None}
     fields.update(stated)
-    return decision.Question(**fields)
+    return questions.Question(**fields)
 
 
 @pytest.mark.parametrize(("configuration", "reason"), [
@@ -136,101 +138,101 @@ def _question(**stated):
     (_configuration("unknown"), "no plan: unknown hardware (no manifest)")])
 def test_hardware_the_catalog_does_not_price_is_projected_on_one_machine_without_a_plan(configuration, reason):
     row = _plan_row(configuration, window=(1800.0, 3600.0, 7200.0), one_time=(36.0, 72.0))
-    decision._plan(row, _question(corpora=4), 100, CATALOG)
+    planning.plan_row(row, _question(corpora=4), 100, CATALOG)
     assert (row.plan, row.plan_reason, row.lots) == (None, reason, 1)
     assert row.hours == pytest.approx(((1800 * 4 + 36) / 3600, (3600 * 4 + 54) / 3600, (7200 * 4 + 72) / 3600))
 
 
 def test_the_plan_names_the_cheapest_covering_package_and_what_is_spare():
     row = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0), one_time=(0.0, 0.0))
-    decision._plan(row, _question(corpora=10, window_hours=Decimal("72")), 100, CATALOG)
-    assert row.plan == decision.Plan(CATALOG.gpus["rtx-4090"], 3, 1, Decimal("47.14"), Decimal("47.14"), "USD", "v9", 72,
+    planning.plan_row(row, _question(corpora=10, window_hours=Decimal("72")), 100, CATALOG)
+    assert row.plan == planning.Plan(CATALOG.gpus["rtx-4090"], 3, 1, Decimal("47.14"), Decimal("47.14"), "USD", "v9", 72,
                                      Decimal("62"))
     assert (row.lots, row.capacity_bytes, row.capacity_reason) == (1, 24 * 10**9, None)
     # 73 projected hours do not fit a 3-day package: the 7-day one does, with 95 hours spare.
     long = _plan_row(_configuration(), window=(3600.0 * 73, 3600.0 * 73, 3600.0 * 73))
-    decision._plan(long, _question(), 100, CATALOG)
+    planning.plan_row(long, _question(), 100, CATALOG)
     assert (long.plan.days, long.plan.total, long.plan.spare_hours) == (7, Decimal("110.00"), Decimal("95"))
     # No window stated: the projection alone sets what must be covered.
     short = _plan_row(_configuration(), window=(60.0, 60.0, 60.0))
-    decision._plan(short, _question(), 100, CATALOG)
+    planning.plan_row(short, _question(), 100, CATALOG)
     assert (short.plan.days, short.plan.package_hours) == (3, 72)
 
 
 def test_lots_follow_the_cards_of_the_machine_and_the_cards_of_a_lot():
     three = _plan_row(_configuration(gpu_name="NVIDIA B200", gpu_count=3), window=(60.0, 60.0, 60.0))
-    decision._plan(three, _question(), 100, CATALOG)
+    planning.plan_row(three, _question(), 100, CATALOG)
     assert three.lots == 2 and three.plan.total == Decimal("4142.00")  # 3 cards need 2 lots of 2; never × cards
     assert three.capacity_bytes is None and three.capacity_reason == "the catalog does not state B200's memory"
     two = _plan_row(_configuration(gpu_count=2), window=(60.0, 60.0, 60.0))
-    decision._plan(two, _question(), 100, CATALOG)
+    planning.plan_row(two, _question(), 100, CATALOG)
     assert two.lots == 2 and two.plan.total == Decimal("94.28")
 
 
 def test_more_lots_only_for_independent_corpora_that_would_miss_the_limit():
     # 4 corpora × 10 h = 40 h on one lot; a 24 h deadline needs 2 lots (20 h); exactly 20 h is within a 20 h limit.
     row = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
-    decision._plan(row, _question(corpora=4, deadline_hours=Decimal("20")), 100, CATALOG)
+    planning.plan_row(row, _question(corpora=4, deadline_hours=Decimal("20")), 100, CATALOG)
     assert row.lots == 2 and row.hours[2] == 20.0
     three = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
-    decision._plan(three, _question(corpora=3, deadline_hours=Decimal("20")), 100, CATALOG)
+    planning.plan_row(three, _question(corpora=3, deadline_hours=Decimal("20")), 100, CATALOG)
     assert three.lots == 2  # ceil(3 / 2) = 2 corpora per lot, 20 h
     lone = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
-    decision._plan(lone, _question(corpora=1, deadline_hours=Decimal("5")), 100, CATALOG)
+    planning.plan_row(lone, _question(corpora=1, deadline_hours=Decimal("5")), 100, CATALOG)
     assert lone.lots == 1  # one corpus is never split across lots
     stream = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
-    decision._plan(stream, _question(corpora=None, entries=400, deadline_hours=Decimal("20")), 100, CATALOG)
+    planning.plan_row(stream, _question(corpora=None, entries=400, deadline_hours=Decimal("20")), 100, CATALOG)
     assert stream.lots == 1 and stream.hours[2] == 40.0  # one stream: lots do not divide it
     missed = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
-    decision._plan(missed, _question(corpora=2, deadline_hours=Decimal("1")), 100, CATALOG)
+    planning.plan_row(missed, _question(corpora=2, deadline_hours=Decimal("1")), 100, CATALOG)
     assert missed.lots == 1  # no number of lots fits: the fewest, and the condition will say so
     unlimited = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
-    decision._plan(unlimited, _question(corpora=4), 100, CATALOG)
+    planning.plan_row(unlimited, _question(corpora=4), 100, CATALOG)
     assert unlimited.lots == 1 and unlimited.hours[2] == 40.0
     pair = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
-    decision._plan(pair, _question(corpora=2, deadline_hours=Decimal("10")), 100, CATALOG)
+    planning.plan_row(pair, _question(corpora=2, deadline_hours=Decimal("10")), 100, CATALOG)
     assert pair.lots == 2 and pair.hours[2] == 10.0  # two corpora are already enough to divide
 
 
 def test_a_stream_on_unpriced_hardware_is_still_projected_from_the_corpus_it_ran():
     row = _plan_row(_configuration("cpu"), window=(1800.0, 3600.0, 7200.0))
-    decision._plan(row, _question(corpora=None, entries=400), 100, CATALOG)
+    planning.plan_row(row, _question(corpora=None, entries=400), 100, CATALOG)
     assert row.plan_reason == "not in the catalog: CPU" and row.hours == pytest.approx((2.0, 4.0, 8.0))
 
 
 def test_without_a_covering_package_the_plan_says_what_would_cover_and_never_extends():
     row = _plan_row(_configuration(gpu_count=2), window=(3600.0, 3600.0, 3600.0))
-    decision._plan(row, _question(window_hours=Decimal("200")), 100, CATALOG)
+    planning.plan_row(row, _question(window_hours=Decimal("200")), 100, CATALOG)
     assert row.plan is None and row.plan_reason == (
         "no listed RTX 4090 package covers 200 h; 3 consecutive 3-day periods × 2 lots would, 282.84 USD, bought "
         "explicitly (never extended)")
     # 217 h: 4 periods of 72 h (188.56 USD), not 3; 2 periods of 168 h would cost 220.00.
     odd = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0))
-    decision._plan(odd, _question(window_hours=Decimal("217")), 100, CATALOG)
+    planning.plan_row(odd, _question(window_hours=Decimal("217")), 100, CATALOG)
     assert odd.plan_reason.startswith("no listed RTX 4090 package covers 217 h; 4 consecutive 3-day periods × 1 lot would, "
                                       "188.56 USD")
     # Equal totals (12 × 5.00 and 5 × 12.00 for 800 h): the package listed cheaper per lot is named.
     tied = parse_catalog(HEADER + "v1,rtx-4090,RTX 4090,1,24,3,5.00,USD\nv1,rtx-4090,RTX 4090,1,24,7,12.00,USD\n", "t.csv")
     even = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0))
-    decision._plan(even, _question(window_hours=Decimal("800")), 100, tied)
+    planning.plan_row(even, _question(window_hours=Decimal("800")), 100, tied)
     assert "800 h; 12 consecutive 3-day periods × 1 lot would, 60.00 USD" in even.plan_reason
     one = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0))
-    decision._plan(one, _question(window_hours=Decimal("200")), 100, CATALOG)
+    planning.plan_row(one, _question(window_hours=Decimal("200")), 100, CATALOG)
     assert "3 consecutive 3-day periods × 1 lot would, 141.42 USD" in one.plan_reason  # cheaper than 2 × 7 days
     unmeasured = _plan_row(_configuration(), window=(None, None, None), one_time=(None, None))
-    decision._plan(unmeasured, _question(), 100, CATALOG)
+    planning.plan_row(unmeasured, _question(), 100, CATALOG)
     assert (unmeasured.plan, unmeasured.plan_reason, unmeasured.hours) == (None, "no successful trial to project from", None)
 
 
 def test_projection_adds_the_one_time_phases_to_the_windows_per_lot():
     row = _plan_row(None, window=(10.0, 20.0, 40.0), one_time=(3.0, 9.0))
-    assert decision._projected(row, _question(corpora=5), 100, 2) == pytest.approx(
+    assert planning.project(row, _question(corpora=5), 100, 2) == pytest.approx(
         ((10 * 3 + 3) / 3600, (20 * 3 + 6) / 3600, (40 * 3 + 9) / 3600))
-    assert decision._projected(row, _question(corpora=None), 100, 1) == pytest.approx((13 / 3600, 26 / 3600, 49 / 3600))
+    assert planning.project(row, _question(corpora=None), 100, 1) == pytest.approx((13 / 3600, 26 / 3600, 49 / 3600))
     stream = _question(corpora=None, entries=250)
-    assert decision._projected(row, stream, 100, 4) == pytest.approx(((25 + 3) / 3600, (50 + 6) / 3600, (100 + 9) / 3600))
-    assert decision._projected(row, stream, None, 1) is None
-    assert decision._hours(1.23456789) == Decimal("1.2346") and decision._hours(2.0) == Decimal("2.0")
+    assert planning.project(row, stream, 100, 4) == pytest.approx(((25 + 3) / 3600, (50 + 6) / 3600, (100 + 9) / 3600))
+    assert planning.project(row, stream, None, 1) is None
+    assert planning.decimal_hours(1.23456789) == Decimal("1.2346") and planning.decimal_hours(2.0) == Decimal("2.0")
 
 
 def test_trial_table_and_figures_per_configuration(tmp_path):

@@ -2,97 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS
-from iteralab.money.catalog import Catalog, Gpu, load_catalog, lots_price, money
-from iteralab.money.schedule import format_hours, periods_needed
+from iteralab.decision.plan import Plan, decimal_hours, plan_row, span, span_range
+from iteralab.decision.question import Question, question_of
+from iteralab.money.catalog import Catalog, load_catalog, money
+from iteralab.money.schedule import format_hours
 from iteralab.store.configuration import catalog_card, manifest_gpus, name_matches
 from iteralab.store.reading import load
 from iteralab.store.trials import trial_table
 from iteralab.store.views import CampaignView, VariantSummary, campaign_views, separate
-
-MAX_LOTS = 64  # the planner tries more lots only to fit many independent corpora; beyond this it says so
-
-
-@dataclass
-class Question:
-    """The decision question as the campaign file stated it before any timing."""
-
-    declared: bool
-    corpora: int | None
-    entries: int | None
-    window_hours: Decimal | None
-    window_start: str | None
-    window_end: str | None
-    time_zone: str | None
-    deadline: str | None
-    deadline_hours: Decimal | None
-    budget: Decimal | None
-
-    @property
-    def missing(self) -> list[str]:
-        """Name the parts of the question the campaign file left out."""
-        if not self.declared:
-            return ["the whole [decision] table (workload, access window, deadline, budget): one corpus assumed, no window"]
-        found = []
-        if self.window_hours is None:
-            found.append("the access window (window_start and window_end, or window_hours)")
-        if self.deadline_hours is None:
-            found.append("a deadline (optional)")
-        if self.budget is None:
-            found.append("a budget ceiling (optional)")
-        return found
-
-    @property
-    def limit_hours(self) -> Decimal | None:
-        """Return the hours the work must fit in: the window, or the deadline when it comes first."""
-        limits = [hours for hours in (self.window_hours, self.deadline_hours) if hours is not None]
-        return min(limits) if limits else None
-
-    def workload(self, corpus_entries: int | None) -> str:
-        """Describe the production workload in words."""
-        if self.entries is not None:
-            size = f" ({self.entries / corpus_entries:.2f} × the campaign's corpus)" if corpus_entries else ""
-            return f"{self.entries:,} entries{size}, processed as one stream"
-        return f"{self.corpora} corpus like the campaign's" if self.corpora == 1 else f"{self.corpora} independent corpora like the campaign's"
-
-
-def question_of(view: CampaignView) -> Question:
-    """Read the decision question from the campaign's protocol (absent in campaign files without [decision])."""
-    stated = (view.protocol or {}).get("decision")
-    if not stated:
-        return Question(False, 1, None, None, None, None, None, None, None, None)
-
-    def number(key):
-        return None if stated.get(key) is None else Decimal(str(stated[key]))
-
-    return Question(True, stated.get("corpora"), stated.get("entries"), number("window_hours"), stated.get("window_start"),
-                    stated.get("window_end"), stated.get("time_zone"), stated.get("deadline"), number("deadline_hours"),
-                    number("budget"))
-
-
-@dataclass
-class Plan:
-    """The cheapest catalog package × lots that covers the window and the projected hours."""
-
-    card: Gpu
-    days: int
-    lots: int
-    price_per_lot: Decimal
-    total: Decimal
-    currency: str
-    catalog_version: str
-    package_hours: int
-    spare_hours: Decimal
-
-    def describe(self) -> str:
-        return (f"{self.lots} lot{'s' * (self.lots != 1)} × {self.days}-day {self.card.name} at {self.price_per_lot} {self.currency} "
-                f"per lot, catalog {self.catalog_version}, {format_hours(self.spare_hours)} h of the package spare after the work")
 
 
 @dataclass
@@ -175,83 +98,6 @@ def _figures(table) -> dict:
     return figures
 
 
-def _projected(row: Row, question: Question, corpus_entries: int | None, lots: int) -> tuple | None:
-    """Project processing hours (min, median, max) for the workload when LOTS machines share it."""
-    low, middle, high = row.window_seconds
-    if low is None:
-        return None
-    if question.entries is not None:
-        if not corpus_entries:
-            return None
-        per_lot = question.entries / corpus_entries  # one stream: more lots do not divide it
-    else:
-        # Lots divide only independent corpora; a model is never split across cards.
-        per_lot = math.ceil((question.corpora or 1) / lots)
-    first, last = row.one_time_seconds
-    return tuple((window * per_lot + once) / 3600 for window, once in ((low, first), (middle, (first + last) / 2), (high, last)))
-
-
-def span(hours: float) -> str:
-    """Write a projected duration readably: minutes under an hour, hours with two decimals above."""
-    return f"{hours * 60:.1f} min" if hours < 1 else f"{hours:.2f} h"
-
-
-def span_range(hours: tuple | None) -> str:
-    """Write a projection as 'min–max', or say there is none."""
-    return f"{span(hours[0])} to {span(hours[2])}" if hours else "no projection: no successful trial"
-
-
-def _hours(value: float) -> Decimal:
-    return Decimal(str(round(value, 4)))
-
-
-def _plan(row: Row, question: Question, corpus_entries: int | None, catalog: Catalog) -> None:
-    """Find the lots and the cheapest listed package for the row's hardware, or say why there is none."""
-    configuration = row.summary.configuration
-    card = catalog_card(catalog, configuration) if configuration else None
-    if card is None:
-        if configuration is None or configuration.device == "cpu":
-            row.plan_reason = "not in the catalog: CPU"
-        elif configuration.device == "gpu":
-            row.plan_reason = f"not in the catalog: {configuration.gpu_name}"
-        else:
-            row.plan_reason = f"no plan: {configuration.hardware}"
-        row.lots = 1
-        row.hours = _projected(row, question, corpus_entries, 1)
-        return
-    if card.memory_per_card_gb is not None:
-        row.capacity_bytes = int(card.memory_per_card_gb * Decimal(10**9))
-    else:
-        row.capacity_reason = f"the catalog does not state {card.name}'s memory"
-    minimum = math.ceil(configuration.gpu_count / card.cards_per_lot)
-    # More lots help only independent corpora, at most one corpus per lot (a stream's projection does not shrink with
-    # lots, so the fewest that meet the limit are the minimum).
-    candidates = range(minimum, max(minimum, min(question.corpora or 1, MAX_LOTS)) + 1)
-    limit = question.limit_hours
-    lots = next((n for n in candidates if limit is not None and (p := _projected(row, question, corpus_entries, n))
-                 and _hours(p[2]) <= limit), minimum)
-    row.lots, row.hours = lots, _projected(row, question, corpus_entries, lots)
-    if row.hours is None:
-        row.plan_reason = "no successful trial to project from"
-        return
-    needed = max(question.window_hours or Decimal(0), _hours(row.hours[2]))
-    listed = sorted((p for p in catalog.prices.values() if p.gpu.slug == card.slug), key=lambda p: p.price_per_lot)
-    covering = [p for p in listed if p.days * 24 >= needed]
-    if covering:
-        best = covering[0]
-        row.plan = Plan(card, best.days, lots, best.price_per_lot, lots_price(best.price_per_lot, lots), best.currency,
-                        catalog.version, best.days * 24, Decimal(best.days * 24) - _hours(row.hours[2]))
-        return
-    if not listed:
-        row.plan_reason = f"catalog {catalog.version} lists no package for {card.name}"
-        return
-    options = [(lots_price(p.price_per_lot, lots * periods_needed(needed, p.days)), p) for p in listed]
-    total, best = min(options, key=lambda item: item[0])
-    periods = periods_needed(needed, best.days)
-    row.plan_reason = (f"no listed {card.name} package covers {format_hours(needed)} h; {periods} consecutive {best.days}-day "
-                       f"periods × {lots} lot{'s' * (lots != 1)} would, {total} {best.currency}, bought explicitly (never extended)")
-
-
 def check_rentals(view: CampaignView) -> tuple[dict, list[str]]:
     """Match each rental's GPU and cards with the hardware its runs' manifests observed; return valid links and problems."""
     manifests = {}
@@ -319,7 +165,7 @@ def _conditions(row: Row, question: Question) -> list[str]:
         if mismatched:
             failed.append(f"ids: {len(mismatched)} of {len(ok)} successful trials did not return every id exactly once")
     if row.hours is not None:
-        longest = _hours(row.hours[2])
+        longest = decimal_hours(row.hours[2])
         if question.window_hours is not None and longest > question.window_hours:
             failed.append(f"window: projected up to {longest:.2f} h, longer than the {format_hours(question.window_hours)} h access window")
         if question.deadline_hours is not None and longest > question.deadline_hours:
@@ -376,7 +222,7 @@ def decide(view: CampaignView, catalog: Catalog) -> Report:
         found = figures.get(summary.key, {"statuses": {}, "window": (None, None, None), "one_time": (None, None)})
         row = Row(summary, found["statuses"], found["window"], found["one_time"])
         row.deliverables = len(delivered.get(summary.key, ()))
-        _plan(row, question, corpus_entries, catalog)
+        plan_row(row, question, corpus_entries, catalog)
         for trial in summary.trials:
             rows_by_run.setdefault(trial["run_id"], set()).add(summary.key)
         rows.append(row)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from iteralab.decision.report import Report, Row, span_range
+from iteralab.decision.plan import span_range
+from iteralab.decision.report import Report, Row
 from iteralab.money.catalog import money
 from iteralab.money.schedule import format_hours
 

@@ -8,9 +8,12 @@ import json
 import re
 import tomllib
 from dataclasses import asdict, dataclass
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from iteralab.core.errors import UserError
+from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
 from iteralab.store.records import NAME_PATTERN
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -164,11 +167,6 @@ def _protocol(table: _Table, variant_names: set[str]) -> dict:
 
 def decision_question(table: _Table) -> dict:
     """Read the decision question: workload, access window (start/end in a zone, or hours), deadline, budget."""
-    from decimal import Decimal, InvalidOperation
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
-
     corpora = table.get("corpora", int, default=None, minimum=1)
     entries = table.get("entries", int, default=None, minimum=1)
     if corpora is not None and entries is not None:
@@ -177,48 +175,11 @@ def decision_question(table: _Table) -> dict:
     try:
         zone = ZoneInfo(zone_name)
     except (ZoneInfoNotFoundError, ValueError):
+        zone = None
         table.fail("time_zone", f"{zone_name!r} is not an IANA time zone such as Asia/Jakarta or Europe/Berlin")
-
-    def moment(key):
-        text = table.get(key, str, default=None)
-        if text is None:
-            return None
-        try:
-            return parse_time(text, zone, key)
-        except UserError as error:
-            table.fail(key, str(error).removeprefix(f"--{key} "))
-
-    start, end, deadline = moment("window_start"), moment("window_end"), moment("deadline")
-    window_hours = table.get("window_hours", float, default=None, minimum=0)
-    deadline_hours = table.get("deadline_hours", float, default=None, minimum=0)
-    if (start is None) != (end is None):
-        table.fail("window_end" if end is None else "window_start", "give both window_start and window_end")
-    if start is not None and window_hours is not None:
-        table.fail("window_hours", "give the window either as window_start and window_end or as window_hours, not both")
-    if start is not None:
-        hours = elapsed_hours(start, end)
-        if hours <= 0:
-            table.fail("window_end", "must be after window_start")
-    else:
-        hours = None if window_hours is None else Decimal(str(window_hours))
-        if hours is not None and hours <= 0:
-            table.fail("window_hours", "must be more than 0")
-    if deadline is not None:
-        if start is None:
-            table.fail("deadline", "a deadline date needs window_start and window_end; or give deadline_hours after the start")
-        if deadline_hours is not None:
-            table.fail("deadline_hours", "give either deadline or deadline_hours, not both")
-        deadline_hours = elapsed_hours(start, deadline)
-        if deadline_hours <= 0:
-            table.fail("deadline", "must be after window_start")
-    budget = table.get("budget", str, default=None)
-    if budget is not None:
-        try:
-            amount = Decimal(budget)
-        except InvalidOperation:
-            amount = None
-        if amount is None or not amount.is_finite() or amount < 0 or amount.as_tuple().exponent < -2:
-            table.fail("budget", f"{budget!r} is not an amount such as \"150.00\" in the catalog's currency")
+    start, end, hours = _window(table, zone)
+    deadline, deadline_hours = _deadline(table, zone, start)
+    budget = _budget(table)
     table.finish()
     return {
         "corpora": (corpora or 1) if entries is None else None,
@@ -231,6 +192,65 @@ def decision_question(table: _Table) -> dict:
         "deadline_hours": None if deadline_hours is None else format_hours(Decimal(str(deadline_hours))),
         "budget": budget,
     }
+
+
+def _moment(table: _Table, key: str, zone):
+    text = table.get(key, str, default=None)
+    if text is None:
+        return None
+    try:
+        return parse_time(text, zone, key)
+    except UserError as error:
+        table.fail(key, str(error).removeprefix(f"--{key} "))
+    return None
+
+
+def _window(table: _Table, zone) -> tuple:
+    """Return the access window's start, end and hours, from window_start and window_end or from window_hours."""
+    start, end = _moment(table, "window_start", zone), _moment(table, "window_end", zone)
+    window_hours = table.get("window_hours", float, default=None, minimum=0)
+    if (start is None) != (end is None):
+        table.fail("window_end" if end is None else "window_start", "give both window_start and window_end")
+    if start is not None and window_hours is not None:
+        table.fail("window_hours", "give the window either as window_start and window_end or as window_hours, not both")
+    if start is not None and end is not None:
+        hours = elapsed_hours(start, end)
+        if hours <= 0:
+            table.fail("window_end", "must be after window_start")
+        return start, end, hours
+    hours = None if window_hours is None else Decimal(str(window_hours))
+    if hours is not None and hours <= 0:
+        table.fail("window_hours", "must be more than 0")
+    return start, end, hours
+
+
+def _deadline(table: _Table, zone, start) -> tuple:
+    """Return the deadline as a time and as hours after the window's start (a date needs the start)."""
+    deadline = _moment(table, "deadline", zone)
+    deadline_hours = table.get("deadline_hours", float, default=None, minimum=0)
+    if deadline is not None:
+        if start is None:
+            table.fail("deadline", "a deadline date needs window_start and window_end; or give deadline_hours after the start")
+            return deadline, deadline_hours
+        if deadline_hours is not None:
+            table.fail("deadline_hours", "give either deadline or deadline_hours, not both")
+        deadline_hours = elapsed_hours(start, deadline)
+        if deadline_hours <= 0:
+            table.fail("deadline", "must be after window_start")
+    return deadline, deadline_hours
+
+
+def _budget(table: _Table) -> str | None:
+    """Return the optional budget as written, refusing what is not an amount in cents."""
+    budget = table.get("budget", str, default=None)
+    if budget is not None:
+        try:
+            amount = Decimal(budget)
+        except InvalidOperation:
+            amount = None
+        if amount is None or not amount.is_finite() or amount < 0 or amount.as_tuple().exponent < -2:
+            table.fail("budget", f"{budget!r} is not an amount such as \"150.00\" in the catalog's currency")
+    return budget
 
 
 def _buckets(table: _Table) -> list[dict]:

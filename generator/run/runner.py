@@ -261,8 +261,6 @@ def _copy_corpus(prepared: Prepared, runs_dir: Path) -> None:
 def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetition: int, sequence: int,
             signals: _Signals, progress) -> dict:
     """Execute one trial and append its record, whatever happened."""
-    import torch
-
     campaign, protocol = prepared.campaign, prepared.campaign.protocol
     trial_id = records.new_id("trial")
     clock = PhaseClock(variant.device)
@@ -270,20 +268,10 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
     progress.start(f"{sequence}/{len(prepared.plan)} {variant.name} rep {repetition}", len(prepared.corpus.entries))
     try:
         with clock.phase("environment_check"):
-            if variant.device.startswith("cuda") and not torch.cuda.is_available():
-                raise RuntimeError(f"{variant.device} is not available")
-            torch.manual_seed(protocol["seed"])
-            torch.use_deterministic_algorithms(protocol["deterministic"], warn_only=True)
+            _check_environment(variant, protocol)
         with clock.phase("model_load"):
             tokenizer, model = load_model(campaign.model_path, variant)
-        if variant.compile:
-            with clock.phase("compilation"):
-                model = torch.compile(model)
-                inference = Inference(tokenizer, model, variant, protocol)
-                inference.warmup(list(prepared.corpus.entries), prepared.token_counts, 1, 1)
-        else:
-            clock.skip("compilation", "torch.compile is off for this variant")
-            inference = Inference(tokenizer, model, variant, protocol)
+        inference = _compiled(clock, prepared, variant, tokenizer, model)
         with clock.phase("warmup"):
             inference.warmup(list(prepared.corpus.entries), prepared.token_counts,
                              protocol["warmup"]["batches"], protocol["warmup"]["passes"])
@@ -292,16 +280,7 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
         with clock.phase("measured_window"):
             predictions = inference.measured(runs_dir / prepared.corpus_copy)
         with clock.phase("evaluation"):
-            id_check = check_ids(prepared.corpus.ids, [entry_id for entry_id, _, _ in predictions])
-            format_problems = check_format(predictions, prepared.labels)
-            reference = prepared.reference
-            if reference is None and variant.name == protocol["reference_variant"]:
-                reference = {"variant": variant.name, "trial_id": trial_id,
-                             "predictions": {entry_id: label for entry_id, label, _ in predictions}}
-            quality = evaluate(predictions=predictions, gold={e.id: e.label for e in prepared.corpus.entries},
-                               bucket_of=prepared.bucket_of, bucket_names=[b["name"] for b in protocol["buckets"]],
-                               reference=reference, protocol=protocol)
-            quality["format_ok"], quality["format_problems"] = not format_problems, format_problems
+            id_check, quality, reference = _evaluate(prepared, variant, trial_id, predictions)
         with clock.phase("writing_results"):
             prediction_file = _write_predictions(runs_dir, campaign.name, trial_id, predictions)
         if prepared.reference is None and variant.name == protocol["reference_variant"]:
@@ -333,6 +312,46 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
     progress.done(status)
     signals.append(runs_dir, trial)
     return trial
+
+
+def _check_environment(variant, protocol: dict) -> None:
+    """Refuse a missing CUDA device; seed and set determinism as the protocol says."""
+    import torch
+
+    if variant.device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"{variant.device} is not available")
+    torch.manual_seed(protocol["seed"])
+    torch.use_deterministic_algorithms(protocol["deterministic"], warn_only=True)
+
+
+def _compiled(clock: PhaseClock, prepared: Prepared, variant, tokenizer, model) -> Inference:
+    """Return the inference loop, compiled (and run once, which compiles it) in its own phase when the variant says so."""
+    protocol = prepared.campaign.protocol
+    if not variant.compile:
+        clock.skip("compilation", "torch.compile is off for this variant")
+        return Inference(tokenizer, model, variant, protocol)
+    import torch
+
+    with clock.phase("compilation"):
+        inference = Inference(tokenizer, torch.compile(model), variant, protocol)
+        inference.warmup(list(prepared.corpus.entries), prepared.token_counts, 1, 1)
+    return inference
+
+
+def _evaluate(prepared: Prepared, variant, trial_id: str, predictions) -> tuple[dict, dict, dict | None]:
+    """Check the ids and the format, score quality against gold labels and the reference; return the reference used."""
+    protocol = prepared.campaign.protocol
+    id_check = check_ids(prepared.corpus.ids, [entry_id for entry_id, _, _ in predictions])
+    format_problems = check_format(predictions, prepared.labels)
+    reference = prepared.reference
+    if reference is None and variant.name == protocol["reference_variant"]:
+        reference = {"variant": variant.name, "trial_id": trial_id,
+                     "predictions": {entry_id: label for entry_id, label, _ in predictions}}
+    quality = evaluate(predictions=predictions, gold={e.id: e.label for e in prepared.corpus.entries},
+                       bucket_of=prepared.bucket_of, bucket_names=[b["name"] for b in protocol["buckets"]],
+                       reference=reference, protocol=protocol)
+    quality["format_ok"], quality["format_problems"] = not format_problems, format_problems
+    return id_check, quality, reference
 
 
 def _throughput(clock: PhaseClock, predictions) -> float | None:

@@ -10,7 +10,8 @@ from pathlib import Path
 from iteralab.core.errors import UserError
 from iteralab.core.lines import json_lines
 from iteralab.core.paths import notes_folder
-from iteralab.decision.report import decision_report, span_range
+from iteralab.decision.plan import span_range
+from iteralab.decision.report import decision_report
 from iteralab.decision.text import planned_text
 
 FIELDS = ("title", "campaign", "decision", "selected_variant", "workload_covered", "date", "author")

@@ -1,0 +1,110 @@
+"""Plan a configuration's package: the lots, the projected hours and the cheapest listed package that covers them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+
+from iteralab.decision.question import Question
+from iteralab.money.catalog import Catalog, Gpu, lots_price
+from iteralab.money.schedule import format_hours, periods_needed
+from iteralab.store.configuration import catalog_card
+
+MAX_LOTS = 64  # the planner tries more lots only to fit many independent corpora; beyond this it says so
+
+
+@dataclass
+class Plan:
+    """The cheapest catalog package × lots that covers the window and the projected hours."""
+
+    card: Gpu
+    days: int
+    lots: int
+    price_per_lot: Decimal
+    total: Decimal
+    currency: str
+    catalog_version: str
+    package_hours: int
+    spare_hours: Decimal
+
+    def describe(self) -> str:
+        return (f"{self.lots} lot{'s' * (self.lots != 1)} × {self.days}-day {self.card.name} at {self.price_per_lot} {self.currency} "
+                f"per lot, catalog {self.catalog_version}, {format_hours(self.spare_hours)} h of the package spare after the work")
+
+
+def project(row, question: Question, corpus_entries: int | None, lots: int) -> tuple | None:
+    """Project processing hours (min, median, max) for the workload when LOTS machines share it."""
+    low, middle, high = row.window_seconds
+    if low is None:
+        return None
+    if question.entries is not None:
+        if not corpus_entries:
+            return None
+        per_lot = question.entries / corpus_entries  # one stream: more lots do not divide it
+    else:
+        # Lots divide only independent corpora; a model is never split across cards.
+        per_lot = math.ceil((question.corpora or 1) / lots)
+    first, last = row.one_time_seconds
+    return tuple((window * per_lot + once) / 3600 for window, once in ((low, first), (middle, (first + last) / 2), (high, last)))
+
+
+def span(hours: float) -> str:
+    """Write a projected duration readably: minutes under an hour, hours with two decimals above."""
+    return f"{hours * 60:.1f} min" if hours < 1 else f"{hours:.2f} h"
+
+
+def span_range(hours: tuple | None) -> str:
+    """Write a projection as 'min–max', or say there is none."""
+    return f"{span(hours[0])} to {span(hours[2])}" if hours else "no projection: no successful trial"
+
+
+def decimal_hours(value: float) -> Decimal:
+    return Decimal(str(round(value, 4)))
+
+
+def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catalog) -> None:
+    """Find the lots and the cheapest listed package for the row's hardware, or say why there is none."""
+    configuration = row.summary.configuration
+    card = catalog_card(catalog, configuration) if configuration else None
+    if card is None:
+        if configuration is None or configuration.device == "cpu":
+            row.plan_reason = "not in the catalog: CPU"
+        elif configuration.device == "gpu":
+            row.plan_reason = f"not in the catalog: {configuration.gpu_name}"
+        else:
+            row.plan_reason = f"no plan: {configuration.hardware}"
+        row.lots = 1
+        row.hours = project(row, question, corpus_entries, 1)
+        return
+    if card.memory_per_card_gb is not None:
+        row.capacity_bytes = int(card.memory_per_card_gb * Decimal(10**9))
+    else:
+        row.capacity_reason = f"the catalog does not state {card.name}'s memory"
+    minimum = math.ceil(configuration.gpu_count / card.cards_per_lot)
+    # More lots help only independent corpora, at most one corpus per lot (a stream's projection does not shrink with
+    # lots, so the fewest that meet the limit are the minimum).
+    candidates = range(minimum, max(minimum, min(question.corpora or 1, MAX_LOTS)) + 1)
+    limit = question.limit_hours
+    lots = next((n for n in candidates if limit is not None and (p := project(row, question, corpus_entries, n))
+                 and decimal_hours(p[2]) <= limit), minimum)
+    row.lots, row.hours = lots, project(row, question, corpus_entries, lots)
+    if row.hours is None:
+        row.plan_reason = "no successful trial to project from"
+        return
+    needed = max(question.window_hours or Decimal(0), decimal_hours(row.hours[2]))
+    listed = sorted((p for p in catalog.prices.values() if p.gpu.slug == card.slug), key=lambda p: p.price_per_lot)
+    covering = [p for p in listed if p.days * 24 >= needed]
+    if covering:
+        best = covering[0]
+        row.plan = Plan(card, best.days, lots, best.price_per_lot, lots_price(best.price_per_lot, lots), best.currency,
+                        catalog.version, best.days * 24, Decimal(best.days * 24) - decimal_hours(row.hours[2]))
+        return
+    if not listed:
+        row.plan_reason = f"catalog {catalog.version} lists no package for {card.name}"
+        return
+    options = [(lots_price(p.price_per_lot, lots * periods_needed(needed, p.days)), p) for p in listed]
+    total, best = min(options, key=lambda item: item[0])
+    periods = periods_needed(needed, best.days)
+    row.plan_reason = (f"no listed {card.name} package covers {format_hours(needed)} h; {periods} consecutive {best.days}-day "
+                       f"periods × {lots} lot{'s' * (lots != 1)} would, {total} {best.currency}, bought explicitly (never extended)")

@@ -1,0 +1,65 @@
+"""The decision question, as the campaign file stated it before any timing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from iteralab.store.views import CampaignView
+
+
+@dataclass
+class Question:
+    """The decision question as the campaign file stated it before any timing."""
+
+    declared: bool
+    corpora: int | None
+    entries: int | None
+    window_hours: Decimal | None
+    window_start: str | None
+    window_end: str | None
+    time_zone: str | None
+    deadline: str | None
+    deadline_hours: Decimal | None
+    budget: Decimal | None
+
+    @property
+    def missing(self) -> list[str]:
+        """Name the parts of the question the campaign file left out."""
+        if not self.declared:
+            return ["the whole [decision] table (workload, access window, deadline, budget): one corpus assumed, no window"]
+        found = []
+        if self.window_hours is None:
+            found.append("the access window (window_start and window_end, or window_hours)")
+        if self.deadline_hours is None:
+            found.append("a deadline (optional)")
+        if self.budget is None:
+            found.append("a budget ceiling (optional)")
+        return found
+
+    @property
+    def limit_hours(self) -> Decimal | None:
+        """Return the hours the work must fit in: the window, or the deadline when it comes first."""
+        limits = [hours for hours in (self.window_hours, self.deadline_hours) if hours is not None]
+        return min(limits) if limits else None
+
+    def workload(self, corpus_entries: int | None) -> str:
+        """Describe the production workload in words."""
+        if self.entries is not None:
+            size = f" ({self.entries / corpus_entries:.2f} × the campaign's corpus)" if corpus_entries else ""
+            return f"{self.entries:,} entries{size}, processed as one stream"
+        return f"{self.corpora} corpus like the campaign's" if self.corpora == 1 else f"{self.corpora} independent corpora like the campaign's"
+
+
+def question_of(view: CampaignView) -> Question:
+    """Read the decision question from the campaign's protocol (absent in campaign files without [decision])."""
+    stated = (view.protocol or {}).get("decision")
+    if not stated:
+        return Question(False, 1, None, None, None, None, None, None, None, None)
+
+    def number(key):
+        return None if stated.get(key) is None else Decimal(str(stated[key]))
+
+    return Question(True, stated.get("corpora"), stated.get("entries"), number("window_hours"), stated.get("window_start"),
+                    stated.get("window_end"), stated.get("time_zone"), stated.get("deadline"), number("deadline_hours"),
+                    number("budget"))
