@@ -18,7 +18,7 @@ from pathlib import Path
 from iteralab.core.errors import UserError
 from iteralab.core.files import cache_root, sha256_file, write_atomically
 from iteralab.core.paths import sheets_folder
-from iteralab.run.corpus import Entry, load_corpus, write_jsonl
+from iteralab.run.corpus import Entry, load_corpus, token_counts, write_jsonl
 from iteralab.run.machine import model_files
 from iteralab.run.runner import run_campaign
 from iteralab.run.summary import format_summary, summarize
@@ -117,8 +117,7 @@ def fine_tune(base: Path, tuning: list[Entry], target: Path, verbose: bool) -> d
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=RECIPE["learning_rate"])
     label_index = {label: i for i, label in enumerate(LABELS)}
     size = RECIPE["batch_size"]
-    lengths = {e.id: n for e, n in zip(train, map(len, tokenizer([e.text for e in train], truncation=True,
-                                                                      max_length=MAX_LENGTH)["input_ids"]), strict=True)}
+    lengths = token_counts(tokenizer, train, max_length=MAX_LENGTH)
     started = time.monotonic()
     for epoch in range(RECIPE["epochs"]):
         model.train()
@@ -241,8 +240,7 @@ def prepare_workspace(*, log=None) -> Path:
         log(f"first run: building the demo corpora and fine-tuning the classifier once (cached in {workspace})")
     entries = read_reviews(corpus_file)
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
-    lengths = tokenizer([e.text for e in entries], add_special_tokens=True)["input_ids"]
-    tuning, final = split_corpora(entries, {e.id: len(ids) for e, ids in zip(entries, lengths, strict=True)})
+    tuning, final = split_corpora(entries, token_counts(tokenizer, entries))
     building = workspace.with_name(workspace.name + f".building-{os.getpid()}")
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)
@@ -263,7 +261,7 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
     started = time.perf_counter()
     campaign_file = prepare_workspace(log=log)
     seconds = {"preparation": time.perf_counter() - started}
-    existing = [r for r in load(runs_dir).of_kind("trial") if r["campaign"] == CAMPAIGN] if (runs_dir / CAMPAIGN).is_dir() else []
+    existing = load(runs_dir).of_campaign(CAMPAIGN, "trial") if (runs_dir / CAMPAIGN).is_dir() else []
     result = {"campaign_file": campaign_file, "skipped": bool(existing) and not again, "trials": existing,
               "interrupted": False, "sheets": [], "index": None, "seconds": seconds}
     if not result["skipped"]:

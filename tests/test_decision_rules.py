@@ -133,7 +133,7 @@ def _question(**stated):
 
 
 @pytest.mark.parametrize(("configuration", "reason"), [
-    (None, "not in the catalog: CPU"), (_configuration("cpu"), "not in the catalog: CPU"),
+    (_configuration("cpu"), "not in the catalog: CPU"),
     (_configuration(gpu_name="NVIDIA A100-SXM4-80GB"), "not in the catalog: NVIDIA A100-SXM4-80GB"),
     (_configuration("unknown"), "no plan: unknown hardware (no manifest)")])
 def test_hardware_the_catalog_does_not_price_is_projected_on_one_machine_without_a_plan(configuration, reason):

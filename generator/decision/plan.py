@@ -66,9 +66,9 @@ def decimal_hours(value: float) -> Decimal:
 def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catalog) -> None:
     """Find the lots and the cheapest listed package for the row's hardware, or say why there is none."""
     configuration = row.summary.configuration
-    card = catalog_card(catalog, configuration) if configuration else None
+    card = catalog_card(catalog, configuration)
     if card is None:
-        if configuration is None or configuration.device == "cpu":
+        if configuration.device == "cpu":
             row.plan_reason = "not in the catalog: CPU"
         elif configuration.device == "gpu":
             row.plan_reason = f"not in the catalog: {configuration.gpu_name}"
@@ -93,13 +93,12 @@ def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catal
         row.plan_reason = "no successful trial to project from"
         return
     needed = max(question.window_hours or Decimal(0), decimal_hours(row.hours[2]))
-    listed = sorted((p for p in catalog.prices.values() if p.gpu.slug == card.slug), key=lambda p: p.price_per_lot)
-    covering = [p for p in listed if p.days * 24 >= needed]
-    if covering:
-        best = covering[0]
+    best = catalog.cheapest_covering(card.slug, needed)
+    if best is not None:
         row.plan = Plan(card, best.days, lots, best.price_per_lot, lots_price(best.price_per_lot, lots), best.currency,
                         catalog.version, best.days * 24, Decimal(best.days * 24) - decimal_hours(row.hours[2]))
         return
+    listed = catalog.listed(card.slug)
     if not listed:
         row.plan_reason = f"catalog {catalog.version} lists no package for {card.name}"
         return

@@ -115,12 +115,12 @@ def _trials(views: dict, data: dict, catalog: Catalog, source: Path) -> tuple[li
             raise UserError(f"{source}: configuration {data['configuration']!r} is not one of {data['variant']}'s: "
                             + "; ".join(f"{s.label} (id {s.key})" for s in summaries))
         summary = chosen[0]
-        if not (summary.configuration and card_matches(catalog.gpu(data["gpu"]), summary.configuration.gpu_name)):
-            return [], summary.label, (f"{summary.label} ran on {summary.configuration.hardware if summary.configuration else 'unknown hardware'}, "
+        if not card_matches(catalog.gpu(data["gpu"]), summary.configuration.gpu_name):
+            return [], summary.label, (f"{summary.label} ran on {summary.configuration.hardware}, "
                                        f"not on the sheet's {catalog.gpu(data['gpu']).name}")
         return summary.trials, summary.label, None
     card = catalog.gpu(data["gpu"])
-    on_card = [s for s in summaries if s.configuration and card_matches(card, s.configuration.gpu_name)]
+    on_card = [s for s in summaries if card_matches(card, s.configuration.gpu_name)]
     if len(on_card) == 1:
         return on_card[0].trials, on_card[0].label, None
     if on_card:

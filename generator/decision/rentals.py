@@ -99,7 +99,7 @@ def deliver(*, runs_dir: Path | str, campaign: str, trial_id: str, name: str | N
     if not folder.is_dir():
         raise UserError(f"campaign {campaign} has no records in {runs_dir}")
     loaded = reading.load(folder)
-    mine = [r for r in loaded.records if r["campaign"] == campaign]
+    mine = loaded.of_campaign(campaign)
     trial = next((r for r in mine if r["kind"] == "trial" and r["record_id"] == trial_id), None)
     if trial is None:
         raise UserError(f"trial {trial_id} is not a trial of campaign {campaign}; see the campaign page or runs/{campaign}/records")
@@ -129,7 +129,7 @@ def list_rentals(*, runs_dir: Path | str, campaign: str) -> list[dict]:
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         return []
-    return [record for record in reading.load(runs_dir).of_kind("rental") if record["campaign"] == campaign]
+    return reading.load(runs_dir).of_campaign(campaign, "rental")
 
 
 def describe_rentals(rentals: list[dict], campaign: str) -> str:

@@ -180,15 +180,12 @@ def _conditions(row: Row, question: Question) -> list[str]:
 
 def _to_measure(rows: list[Row], question: Question, catalog: Catalog) -> list[dict]:
     """List catalog cards no configuration ran on, priced for the window: no time, no quality."""
-    measured = {card.slug for row in rows if row.summary.configuration
-                and (card := catalog_card(catalog, row.summary.configuration)) is not None}
+    measured = {card.slug for row in rows if (card := catalog_card(catalog, row.summary.configuration)) is not None}
     cards = []
     for card in sorted(catalog.gpus.values(), key=lambda c: c.slug):
         if card.slug in measured:
             continue
-        listed = sorted((p for p in catalog.prices.values() if p.gpu.slug == card.slug), key=lambda p: p.price_per_lot)
-        covering = [p for p in listed if question.window_hours is None or p.days * 24 >= question.window_hours]
-        best = covering[0] if covering else None
+        best = catalog.cheapest_covering(card.slug, question.window_hours)
         cards.append({"card": card, "days": best.days if best else None,
                       "total": best.price_per_lot if best else None, "currency": best.currency if best else None,
                       "reason": None if best else (f"no listed package covers the {format_hours(question.window_hours)} h window; "

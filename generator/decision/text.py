@@ -22,8 +22,7 @@ def report_dict(report: Report) -> dict:
         reserved, reserved_reason = row.summary.peak("gpu_peak_reserved_bytes")
         return {
             "configuration": row.key, "label": row.label, "variant": row.summary.name, "settings": row.summary.config,
-            "hardware": configuration.hardware if configuration else None,
-            "software": configuration.software if configuration else None,
+            "hardware": configuration.hardware, "software": configuration.software,
             "trials": row.statuses, "accepted_trials": row.summary.accepted, "ids_match": row.summary.ids_match,
             "verdicts": [{k: v[k] for k in ("metric", "threshold", "median", "passed", "judged")} for v in row.summary.verdicts()],
             "measured_window_s": [round(s, 6) for s in row.summary.seconds],

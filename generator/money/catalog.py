@@ -19,12 +19,13 @@ COLUMNS = (
 )
 DEFAULT_CATALOG = "catalog-2026-09-24.csv"
 CENT = Decimal("0.01")
+ROUNDING = ROUND_HALF_UP  # money and hours alike: two places, half up, as prices are stated
 GIB = 2**30
 
 
 def money(value: Decimal) -> Decimal:
     """Round VALUE to cents, half up, as prices are stated."""
-    return value.quantize(CENT, rounding=ROUND_HALF_UP)
+    return value.quantize(CENT, rounding=ROUNDING)
 
 
 def lots_price(price_per_lot: Decimal, lots: int) -> Decimal:
@@ -90,6 +91,14 @@ class Catalog:
                 f"it lists: {listed}"
             )
         return self.prices[(gpu.slug, days)]
+
+    def listed(self, slug: str) -> list[Price]:
+        """Return the packages listed for one GPU, cheapest lot price first."""
+        return sorted((p for p in self.prices.values() if p.gpu.slug == slug), key=lambda p: p.price_per_lot)
+
+    def cheapest_covering(self, slug: str, hours) -> Price | None:
+        """Return the cheapest single package of one GPU that lasts at least HOURS (any, when HOURS is None)."""
+        return next((p for p in self.listed(slug) if hours is None or p.days * 24 >= hours), None)
 
     def options(self, slug: str) -> str:
         """Describe the packages the catalog lists for one GPU."""

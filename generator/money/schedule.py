@@ -9,7 +9,7 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from iteralab.core.errors import UserError
-from iteralab.money.catalog import PACKAGE_DAYS, Catalog, lots_price, money
+from iteralab.money.catalog import CENT, PACKAGE_DAYS, ROUNDING, Catalog, lots_price, money
 
 
 @dataclass(frozen=True)
@@ -150,4 +150,4 @@ def _text(amount: Decimal | None) -> str | None:
 def format_hours(hours: Decimal) -> str:
     """Write hours without trailing zeros: 96, 95.5."""
     # The integer part always keeps a digit before the point ("0.00" -> "0."), so nothing is ever stripped to "".
-    return f"{hours.quantize(Decimal('0.01')):f}".rstrip("0").rstrip(".")
+    return f"{hours.quantize(CENT, rounding=ROUNDING):f}".rstrip("0").rstrip(".")

@@ -134,3 +134,10 @@ def write_jsonl(entries, path: Path) -> None:
             if entry.label is not None:
                 row["label"] = entry.label
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def token_counts(tokenizer, entries, *, max_length: int | None = None) -> dict[str, int]:
+    """Count each entry's tokens as the model sees them (special tokens included), capped at MAX_LENGTH when given."""
+    texts = [entry.text for entry in entries]
+    encoded = tokenizer(texts, add_special_tokens=True, truncation=max_length is not None, max_length=max_length)
+    return {entry.id: len(ids) for entry, ids in zip(entries, encoded["input_ids"], strict=True)}

@@ -15,7 +15,7 @@ from iteralab.core.errors import UserError
 from iteralab.core.files import copy_atomically
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, rotation
-from iteralab.run.corpus import Corpus, load_corpus
+from iteralab.run.corpus import Corpus, load_corpus, token_counts
 from iteralab.run.machine import code_version, machine_facts, model_files
 from iteralab.run.metrics import check_format, check_ids, evaluate
 from iteralab.run.summary import Progress, plan_data
@@ -121,8 +121,7 @@ def _token_counts(campaign: Campaign, corpus: Corpus) -> dict[str, int]:
         tokenizer = AutoTokenizer.from_pretrained(campaign.model_path, local_files_only=True)
     except (OSError, ValueError) as error:
         raise UserError(f"cannot load the tokenizer from {campaign.model_path}: {str(error).splitlines()[0]}") from None
-    lengths = tokenizer([entry.text for entry in corpus.entries], add_special_tokens=True)["input_ids"]
-    return {entry.id: len(ids) for entry, ids in zip(corpus.entries, lengths, strict=True)}
+    return token_counts(tokenizer, corpus.entries)
 
 
 def _bucket(count: int, buckets: list[dict]) -> str:
@@ -145,7 +144,7 @@ def _campaign_records(runs_dir: Path, name: str) -> list[dict]:
     folder = runs_dir / name
     if not folder.is_dir():
         return []
-    return [record for record in reading.load(folder).records if record["campaign"] == name]
+    return reading.load(folder).of_campaign(name)
 
 
 def _refuse_changed_protocol(campaign: Campaign, existing: list[dict], fingerprint: str) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
+
+from iteralab.store.views import window_figures
 
 
 def plan_data(prepared) -> dict:
@@ -55,10 +56,7 @@ def summarize(trials: list[dict]) -> list[dict]:
             row["failed"] += 1
             row["failures"].append(f"{trial['status']} in {trial['failed_phase']}")
     for row in rows.values():
-        durations = row["durations_s"]
-        row["median_s"] = statistics.median(durations) if durations else None
-        row["min_s"] = min(durations) if durations else None
-        row["max_s"] = max(durations) if durations else None
+        row["min_s"], row["median_s"], row["max_s"] = window_figures(row["durations_s"])
     return list(rows.values())
 
 

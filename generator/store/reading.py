@@ -26,6 +26,10 @@ class Loaded:
     sources: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
+    def of_campaign(self, campaign: str, kind: str | None = None) -> list[dict]:
+        """Return CAMPAIGN's records (of KIND only, when given) in reading order."""
+        return [record for record in self.records if record["campaign"] == campaign and kind in (None, record["kind"])]
+
     def of_kind(self, kind: str) -> list[dict]:
         """Return the records of KIND in reading order."""
         return [record for record in self.records if record["kind"] == kind]

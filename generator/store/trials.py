@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
-
 from iteralab.store.views import CampaignView
 
 PHASES = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
@@ -18,13 +16,6 @@ CSV_COLUMNS = ["record_id", "run_id", "created_at", "configuration", "variant", 
 COPIED = ("record_id", "run_id", "created_at", "variant", "series", "repetition", "sequence", "status", "failed_phase", "error",
           "entries_expected", "entries_completed", "throughput_entries_per_s", "corpus_accepted", "protocol_fingerprint")
 NUMBERS = ["configuration_key", "accepted", "window_s", "one_time_s"]
-
-
-def window_figures(seconds: list[float]) -> tuple[float | None, float | None, float | None]:
-    """Return (min, median, max) of measured windows, or three Nones when there is none."""
-    if not seconds:
-        return None, None, None
-    return min(seconds), statistics.median(seconds), max(seconds)
 
 
 def trial_table(view: CampaignView):

@@ -15,6 +15,13 @@ from iteralab.store.reading import Loaded
 CONFIG_FIELDS = ("batch_size", "precision", "quantization", "compile", "attention", "length_sorted", "device")
 
 
+def window_figures(seconds) -> tuple[float | None, float | None, float | None]:
+    """Return (min, median, max) of measured windows in seconds, or three Nones when there is none."""
+    if not seconds:
+        return None, None, None
+    return min(seconds), statistics.median(seconds), max(seconds)
+
+
 @dataclass(frozen=True)
 class VariantSummary:
     """One configuration's trials (a variant on one kind of hardware and software) in run order and their sums."""
@@ -46,15 +53,15 @@ class VariantSummary:
 
     @property
     def median(self) -> float | None:
-        return statistics.median(self.seconds) if self.seconds else None
+        return window_figures(self.seconds)[1]
 
     @property
     def minimum(self) -> float | None:
-        return min(self.seconds) if self.seconds else None
+        return window_figures(self.seconds)[0]
 
     @property
     def maximum(self) -> float | None:
-        return max(self.seconds) if self.seconds else None
+        return window_figures(self.seconds)[2]
 
     @property
     def throughput(self) -> float | None:
