@@ -51,6 +51,7 @@ demo: setup
 
 test: setup chromium $(AXE)
 	$(BIN)/ruff check generator tests
+	$(BIN)/lint-imports --no-cache
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
 
 # Mutation testing of the rule modules (not part of make test): mutmut mutates them, runs the fast tests that

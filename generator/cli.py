@@ -168,7 +168,7 @@ def rental():
 def rental_add(campaign, gpu, lots, days, start, end, receipt, note, paid_runs, runs, catalog, as_json):
     """Record a GPU package bought, priced from the catalog, with its receipt kept beside the records."""
     record = rentals.add_rental(runs_dir=runs, campaign=campaign, gpu=gpu, lots=lots, days=days, start=start, end=end,
-                                receipt=receipt, catalog=catalog, note=note, runs=paid_runs)
+                                receipt=receipt, catalog=catalog, note=note, paid_runs=paid_runs)
     emit(as_json, record, rentals.describe_rental(record))
 
 
@@ -271,9 +271,9 @@ def size(params, model, bits, reserve_gib, table, kv, tokens, sequences, kv_bits
     """Estimate memory per GPU: weights, your reserve and KV cache, against the catalog's cards."""
     if (params is None) == (model is None):
         raise UsageError("give either --params or --model")
-    cache = {"tokens": tokens, "sequences": sequences, "bits": kv_bits, "layers": layers, "kv_heads": kv_heads,
+    kv_cache = {"tokens": tokens, "sequences": sequences, "bits": kv_bits, "layers": layers, "kv_heads": kv_heads,
              "head_dim": head_dim} if kv else None
-    result = sizing.estimate(params=params, model=model, bits=bits, reserve_gib=reserve_gib, table=table, kv=cache,
+    result = sizing.estimate(params=params, model=model, bits=bits, reserve_gib=reserve_gib, table=table, kv=kv_cache,
                              training=mode == "training", catalog=prices.load_catalog(catalog))
     emit(as_json, result, sizing.describe(result))
 

@@ -40,17 +40,17 @@ def copy_receipt(runs_dir: Path, campaign: str, receipt: Path) -> dict:
 
 def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days: int, start: str, end: str | None = None,
                receipt: Path | None = None, catalog: Path | None = None, note: str | None = None,
-               runs: list[str] | tuple = ()) -> dict:
+               paid_runs: list[str] | tuple = ()) -> dict:
     """Append a rental priced from the catalog as it is now, with its receipt copied beside the records.
 
-    RUNS names the runs the package paid for; each must exist and have observed the rented GPU.
+    PAID_RUNS names the runs (ids) the package paid for; each must exist and have observed the rented GPU.
     """
     runs_dir = Path(runs_dir)
     records.check_name(campaign, "campaign")
     price = quote(load_catalog(catalog), gpu=gpu, days=days, lots=lots)
-    runs = list(dict.fromkeys(runs))
-    if runs:
-        _check_runs(runs_dir, campaign, runs, price)
+    paid_runs = list(dict.fromkeys(paid_runs))
+    if paid_runs:
+        _check_runs(runs_dir, campaign, paid_runs, price)
     begin = parse_time(start, None, "start")
     if end is not None:
         finish = parse_time(end, None, "end")
@@ -65,26 +65,26 @@ def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days
         gpu=price.price.gpu.slug, lots=lots, days=days, start=begin.isoformat(), end=None if end is None else finish.isoformat(),
         catalog_version=price.catalog_version, price_per_lot=str(price.price.price_per_lot), total=str(price.total),
         currency=price.price.currency, cards_per_lot=price.price.gpu.cards_per_lot, gpus=price.gpus,
-        receipt=copy_receipt(runs_dir, campaign, receipt) if receipt else None, note=note, runs=runs,
+        receipt=copy_receipt(runs_dir, campaign, receipt) if receipt else None, note=note, runs=paid_runs,
     )
     records.append(runs_dir, record)
     return record
 
 
-def _check_runs(runs_dir: Path, campaign: str, runs: list[str], price) -> None:
+def _check_runs(runs_dir: Path, campaign: str, paid_runs: list[str], price) -> None:
     """Refuse a rental whose runs are unknown or observed other hardware than the package rented."""
-    for run_id in runs:
+    for run_id in paid_runs:
         records.check_name(run_id, "--run")
     folder = runs_dir / campaign
     views = campaign_views(reading.load(folder)) if folder.is_dir() else []
     view = next((v for v in views if v.name == campaign), None)
     known = sorted({m["run_id"] for m in view.manifests}) if view else []
-    unknown = [run_id for run_id in runs if run_id not in known]
+    unknown = [run_id for run_id in paid_runs if run_id not in known]
     if unknown:
         raise UserError(f"--run {unknown[0]} is not a run of campaign {campaign} in {runs_dir} "
                         f"(its runs: {', '.join(known) or 'none yet'}); record the rental after the run, or leave --run out")
     probe = {"record_id": "this rental", "gpu": price.price.gpu.slug, "lots": price.lots,
-             "cards_per_lot": price.price.gpu.cards_per_lot, "runs": runs}
+             "cards_per_lot": price.price.gpu.cards_per_lot, "runs": paid_runs}
     _, problems = check_rentals(dataclasses.replace(view, rentals=(probe,)))
     if problems:
         raise UserError(problems[0].replace("it is not counted for that run's configurations",

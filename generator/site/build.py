@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import posixpath
 import shutil
 from functools import partial
 from importlib import resources
@@ -20,8 +19,8 @@ from iteralab.site.notes import load_notes
 from iteralab.site.output import STATE_FILE, Writer, build_stamp, campaign_key, inputs_digest, list_files, shared_key
 from iteralab.site.pages import CampaignJob, Places, catalog_rows, render_campaign_job, sizing_rows
 from iteralab.site.render import TEMPLATES, jinja_environment
-from iteralab.store.records import KINDS
 from iteralab.store.reading import load
+from iteralab.store.records import KINDS
 from iteralab.store.views import campaign_views
 
 

@@ -17,8 +17,8 @@ from iteralab.decision.text import describe_report, report_dict
 from iteralab.money.catalog import load_catalog
 from iteralab.site.notes import load_notes
 from iteralab.site.render import jinja_environment, pretty_json
-from iteralab.store.trials import trial_table, trials_csv
 from iteralab.store.reading import load
+from iteralab.store.trials import trial_table, trials_csv
 from iteralab.store.views import CampaignView, campaign_views
 
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip epoch: the same evidence gives the same bytes

@@ -1,0 +1,1 @@
+"""The static site: build, pages, charts, notes and evidence bundles."""

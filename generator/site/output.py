@@ -1,0 +1,126 @@
+"""Write the site's files, and remember what a build read so that an unchanged input is not rendered again."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import orjson
+
+import iteralab
+from iteralab.core.errors import UserError
+from iteralab.core.files import write_atomically
+from iteralab.money.catalog import Catalog
+from iteralab.site.render import TEMPLATES, template_files
+
+STATE_FILE = ".iteralab-build.json"
+
+
+def build_stamp(latest: str | None) -> str:
+    """Name the build time from SOURCE_DATE_EPOCH, else the newest record shown, so output is reproducible."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch:
+        try:
+            moment = dt.datetime.fromtimestamp(int(epoch), dt.UTC)
+        except ValueError:
+            raise UserError(f"SOURCE_DATE_EPOCH={epoch!r} is not a whole number of seconds") from None
+        return f"built {moment:%Y-%m-%d %H:%M} UTC"
+    return f"records up to {latest}" if latest else "no records yet"
+
+class Writer:
+    """Write files under the output folder, leaving unchanged files untouched."""
+
+    def __init__(self, out: Path):
+        self.out, self.written, self.kept, self.folders = out, 0, 0, set()
+
+    def write(self, relative: str, data: str | bytes) -> None:
+        # Plain os calls on strings: a full build writes 100,000 files and pathlib's overhead showed.
+        path = f"{self.out}/{relative}"
+        payload = data.encode("utf-8") if isinstance(data, str) else data
+        exists = True
+        try:
+            with open(path, "rb") as existing:
+                if os.fstat(existing.fileno()).st_size == len(payload) and existing.read() == payload:
+                    self.kept += 1
+                    return
+        except (FileNotFoundError, NotADirectoryError):
+            exists = False
+        folder = os.path.dirname(path)
+        if folder not in self.folders:
+            os.makedirs(folder, exist_ok=True)
+            self.folders.add(folder)
+        self.written += 1
+        if not exists:
+            # A new file replaces nothing: create it in place (a rename per file cost a fifth of a full build's
+            # writes). A build cut short leaves it incomplete, but then no build state is saved and the next
+            # build renders the campaign again.
+            try:
+                with open(path, "xb") as handle:
+                    handle.write(payload)
+                return
+            except FileExistsError:
+                pass  # created meanwhile: replace it whole, below
+        write_atomically(path, payload)  # readers of a served site never see half of a page they could already open
+
+def list_files(folder: Path) -> list[tuple[str, os.DirEntry]]:
+    """Return (relative posix path, entry) of every file under FOLDER, sorted; scandir, as runs/ may hold 100,000s."""
+    found, pending = [], [(str(folder), "")]
+    while pending:
+        current, prefix = pending.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    # Linked folders are not entered, as the record loader's rglob does not enter them either.
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append((entry.path, f"{prefix}{entry.name}/"))
+                    elif entry.is_file():
+                        found.append((f"{prefix}{entry.name}", entry))
+        except OSError:
+            continue  # an unreadable folder is reported by the loader, which reads the records
+    return sorted(found, key=lambda item: item[0])
+
+def inputs_digest(runs_files: list, notes_dir: Path, sheets_dir: Path, catalog: Path | None) -> str:
+    """Hash everything a build reads: record bytes, other files by size and time, notes, sheets, catalog, templates."""
+    digest = hashlib.sha256(f"{iteralab.__version__}|{os.environ.get('SOURCE_DATE_EPOCH')}".encode())
+    listing = []  # names, sizes and times, hashed in one call: a no-change rebuild of 100,000 trials stats them all
+    for relative, entry in runs_files:
+        if relative.endswith(".jsonl") and relative.rpartition("/")[0].rpartition("/")[2] == "records":
+            with open(entry.path, "rb") as handle:
+                digest.update(relative.encode("utf-8", "surrogateescape") + b"\0" + handle.read())
+        else:
+            # Predictions, receipts and corpus copies are written once; their size and time stand for them.
+            info = entry.stat()
+            listing.append(f"{relative}\0{info.st_size}:{info.st_mtime_ns}\n")
+    digest.update("".join(listing).encode("utf-8", "surrogateescape"))
+    for folder in (notes_dir, sheets_dir):
+        if folder.is_dir():
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                digest.update(path.as_posix().encode("utf-8", "surrogateescape") + b"\0" + path.read_bytes())
+    for path in template_files():
+        digest.update(path.relative_to(TEMPLATES).as_posix().encode() + b"\0" + path.read_bytes())
+    if catalog is not None and catalog.is_file():
+        digest.update(catalog.read_bytes())
+    return digest.hexdigest()
+
+def shared_key(catalog: Catalog) -> str:
+    """Hash what every campaign's pages depend on: code version, templates, catalog."""
+    digest = hashlib.sha256(iteralab.__version__.encode())
+    for template in template_files():
+        digest.update(template.name.encode() + template.read_bytes())
+    digest.update(json.dumps(catalog.snapshot(), sort_keys=True).encode())
+    return digest.hexdigest()
+
+def campaign_key(job, shared: str) -> str:
+    """Hash what one campaign's pages depend on: the shared key, its records, problems, notes, sheets and stamp."""
+    view = job.view
+    digest = hashlib.sha256(shared.encode())
+    for record in (*view.manifests, *view.trials, *view.rentals, *view.deliverables):
+        digest.update(orjson.dumps(record, option=orjson.OPT_SORT_KEYS))
+    digest.update(json.dumps(list(view.problems)).encode())
+    digest.update(json.dumps([(n.slug, n.meta, n.html) for n in job.notes], sort_keys=True).encode())
+    # A sheet's outcome shows on the campaign and qualification pages: a changed sheet renders them again.
+    digest.update(repr([(s.source, s.outcome, s.criteria, s.total, s.configuration) for s in job.sheets]).encode())
+    return digest.hexdigest() + job.stamp

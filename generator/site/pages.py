@@ -1,0 +1,168 @@
+"""Render one campaign's pages, charts, trial pages, copies and evidence bundle."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from markupsafe import Markup
+
+from iteralab.decision.report import Report, decide
+from iteralab.money.catalog import Catalog, gb_to_gib
+from iteralab.money.sizing import weights_bytes
+from iteralab.site import charts
+from iteralab.site.bundle import campaign_bundle
+from iteralab.site.output import Writer
+from iteralab.site.render import jinja_environment, trial_rows
+from iteralab.store.trials import trial_table, trials_csv
+from iteralab.store.views import CampaignView
+
+
+def catalog_rows(catalog: Catalog) -> list[dict]:
+    """Return one row per catalog card: its prices for 3, 7 and 30 days and its memory in GiB."""
+    rows = []
+    for gpu in sorted(catalog.gpus.values(), key=lambda g: g.slug):
+        prices = {days: catalog.prices.get((gpu.slug, days)) for days in (3, 7, 30)}
+        rows.append({"gpu": gpu, "prices": prices,
+                     "memory_gib": None if gpu.memory_per_card_gb is None else gb_to_gib(gpu.memory_per_card_gb)})
+    return rows
+
+@dataclass(frozen=True)
+class CampaignJob:
+    """What one campaign's pages are rendered from; built by the build, rendered here or in a worker."""
+
+    view: CampaignView
+    notes: tuple  # the decision notes naming this campaign
+    sheets: tuple  # the qualification sheets naming this campaign
+    stamp: str
+    catalog: Catalog
+
+
+@dataclass(frozen=True)
+class Places:
+    """Where a build reads and writes: the same for every campaign."""
+
+    out: Path
+    runs: Path
+    notes: Path
+    catalog: Path | None
+    chart_cache: Path
+
+
+def render_campaign_job(job: CampaignJob, places: Places) -> tuple[int, int, str]:
+    """Decide the campaign, write its pages; return files written, files unchanged and the one-line answer."""
+    writer = Writer(places.out)
+    report = decide(job.view, job.catalog)
+    render_campaign(writer, job, report, places)
+    return writer.written, writer.kept, report.summary_line
+
+
+def render_campaign(writer: Writer, job: CampaignJob, report: Report, places: Places) -> None:
+    """Write the campaign, decision, trial and qualification pages, the copies, trials.csv and the bundle."""
+    env, view, base = jinja_environment(), job.view, f"campaigns/{job.view.name}"
+    common = {"stamp": job.stamp, "catalog": job.catalog}
+    table = trials_csv(trial_table(view))
+    bundle = campaign_bundle(view, runs=places.runs, notes=places.notes, catalog=places.catalog, loaded_notes=list(job.notes),
+                             price_catalog=job.catalog, table_csv=table, report=report)
+    bundle_info = {"name": f"evidence-{view.name}.zip", "sha256": hashlib.sha256(bundle).hexdigest(), "size": len(bundle)}
+    writer.write(f"{base}/{bundle_info['name']}", bundle)
+    compared, constant = view.compared_and_constant()
+    writer.write(f"{base}/index.html", env.get_template("campaign.html").render(
+        root="../../", view=view, compared=compared, constant=constant, separation=view.separation(), cost=view.cost(),
+        charts=campaign_charts(view, places.chart_cache), notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info,
+        sizing=sizing_rows([view]), report=report, **common))
+    writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
+        root="../../", view=view, report=report, charts=decision_charts(report, places.chart_cache), **common))
+    _trial_pages(writer, env, view, places.runs, common)
+    writer.write(f"{base}/trials.csv", table)
+    writer.write(f"{base}/qualification.html", env.get_template("qualification.html").render(
+        root="../../", view=view, sheets=list(job.sheets), **common))
+
+
+def _trial_pages(writer: Writer, env, view: CampaignView, runs: Path, common: dict) -> None:
+    base = f"campaigns/{view.name}"
+    trial_page = env.get_template("trial.html")
+    for trial in view.trials:
+        writer.write(f"{base}/trials/{trial['record_id']}.html", trial_page.render(
+            root="../../../", view=view, trial=trial, rows=trial_rows(trial), **common))
+        if trial.get("predictions") and trial["record_id"] not in view.missing_predictions:
+            writer.write(f"{base}/predictions/{trial['record_id']}.csv", (runs / trial["predictions"]["path"]).read_bytes())
+    for manifest in view.manifests:
+        writer.write(f"{base}/manifests/{manifest['record_id']}.json",
+                     json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def sizing_rows(views: list[CampaignView]) -> list[dict]:
+    """Per campaign and variant: the weights estimate from the parameter count beside the observed peaks."""
+    rows = []
+    for view in views:
+        model = view.manifests[-1]["model"] if view.manifests else {}
+        parameters = model.get("parameters")
+        for variant in view.variants:
+            bits = 8 if variant.config.get("quantization") == "dynamic-int8" else {"fp32": 32, "bf16": 16, "fp16": 16}.get(
+                variant.config.get("precision"), 32)
+            allocated, allocated_reason = variant.peak("gpu_peak_allocated_bytes")
+            reserved, reserved_reason = variant.peak("gpu_peak_reserved_bytes")
+            rss, rss_reason = variant.peak("host_peak_rss_bytes")
+            rows.append({"campaign": view.name, "variant": variant.label, "parameters": parameters,
+                         "parameters_reason": model.get("parameters_reason") or "no manifest with a parameter count",
+                         "bits": bits, "estimate": None if parameters is None else int(weights_bytes(parameters, bits)),
+                         "allocated": allocated, "allocated_reason": allocated_reason, "reserved": reserved,
+                         "reserved_reason": reserved_reason, "rss": rss, "rss_reason": rss_reason})
+    return rows
+
+def _chart(draw, chart_id: str, title: str, description: str, rows: list[dict], chart_cache: Path) -> dict:
+    """Draw one chart with DRAW and keep its rows beside it as its data table (columns in the rows' order)."""
+    return {"id": chart_id, "title": title, "description": description, "svg": Markup(draw(rows, chart_cache)),
+            "columns": list(rows[0]), "rows": rows}
+
+def campaign_charts(view: CampaignView, chart_cache: Path) -> list[dict]:
+    blocks = []
+    duration_rows = [{"variant": v.label, "run_order": order, "seconds": round(seconds, 6)}
+                     for v in view.variants for order, seconds in enumerate(v.seconds, start=1)]
+    if duration_rows:
+        blocks.append(_chart(charts.durations_chart, "durations", "Measured window per successful trial",
+                             "Each dot is one successful trial's measured window; the black tick is the configuration's median. "
+                             "Failed trials have no duration and are listed under Failures.", duration_rows, chart_cache))
+    memory_rows = []
+    for v in view.variants:
+        for key, label in (("gpu_peak_allocated_bytes", "GPU peak allocated"), ("gpu_peak_reserved_bytes", "GPU peak reserved"),
+                           ("host_peak_rss_bytes", "host peak RSS (process)")):
+            value, _ = v.peak(key)
+            if value is not None:
+                memory_rows.append({"variant": v.label, "counter": label, "mib": round(value / 2**20, 1)})
+    if memory_rows:
+        blocks.append(_chart(charts.memory_chart, "memory", "Peak memory per configuration",
+                             "Highest value of each counter over the configuration's successful trials, in MiB (2^20 bytes). "
+                             "Counters are shown side by side, never added. GPU counters are absent when the variant ran without a GPU.",
+                             memory_rows, chart_cache))
+    quality_rows = [{"variant": v.label, "bucket": bucket, "accuracy": round(value, 4)}
+                    for v in view.variants for bucket, value in v.bucket_quality("accuracy").items() if value is not None]
+    if quality_rows:
+        blocks.append(_chart(charts.quality_chart, "quality", "Accuracy per configuration and length bucket",
+                             "Median accuracy against gold labels over the configuration's successful trials, per planned length bucket.",
+                             quality_rows, chart_cache))
+    return blocks
+
+def decision_charts(report: Report, chart_cache: Path) -> list[dict]:
+    """Charts of the decision page: planned spend and projected hours against the window, each with its data."""
+    blocks = []
+    spend_rows = [{"configuration": row.label, "planned": float(row.plan.total), "currency": row.plan.currency}
+                  for row in report.rows if row.plan]
+    if spend_rows:
+        blocks.append(_chart(charts.spend_chart, "planned-spend", "Planned package spend per configuration",
+                             "The cheapest catalog package × lots covering the access window and the projected hours. "
+                             "Configurations on hardware the catalog does not price have no bar.", spend_rows, chart_cache))
+    limit = report.question.limit_hours
+    hour_rows = [{"configuration": row.label, "low_hours": round(row.hours[0], 4), "high_hours": round(row.hours[2], 4),
+                  "lots": row.lots, "limit_hours": None if limit is None else float(limit)}
+                 for row in report.rows if row.hours]
+    if hour_rows:
+        marked = ("the red tick marks the hours available (the window, or the deadline when it comes first)" if limit is not None
+                  else "no window or deadline was stated, so nothing is marked")
+        blocks.append(_chart(charts.hours_chart, "projected-hours", "Projected processing hours against the window",
+                             "A projection, not a measurement: from the fastest to the slowest repetition, for the declared "
+                             f"workload on the planned lots; {marked}.", hour_rows, chart_cache))
+    return blocks

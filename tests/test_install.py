@@ -1,0 +1,85 @@
+"""Installed from its wheel into a fresh venv, as on a rented machine, iteralab runs, builds and bundles from any folder.
+
+Regression for #18: the wheel lacked the templates and the example sheets, so `build` and `bundle` stopped and `demo`
+ended in a traceback after its trials; it also installed a top-level module named `generator`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def _wheel(tmp_path: Path) -> Path:
+    """Build the wheel from the committed files only (a copy of the tracked tree), as a release would."""
+    source = tmp_path / "source"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    for name in filter(None, (item.decode() for item in tracked)):
+        if (ROOT / name).is_file():  # a file deleted in the working tree but not yet committed is skipped
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--disable-pip-version-check", "-w", str(tmp_path / "dist"), str(source)], check=True, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("iteralab-*.whl")
+    return wheel
+
+
+def _fresh_venv(tmp_path: Path, wheel: Path) -> Path:
+    """Create a venv holding only the wheel; its dependencies are read from this venv's site-packages, whose .pth files
+    (the editable install of the source tree among them) are not run."""
+    venv = tmp_path / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    uv = Path(sys.executable).with_name("uv")  # make setup installs it; pip does the same, a second slower
+    install = ([str(uv), "pip", "install", "--quiet", "--offline", "--python"] if uv.is_file() else
+               [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--disable-pip-version-check", "--python"])
+    subprocess.run([*install, str(venv / "bin" / "python"), "--no-deps", str(wheel)], check=True, capture_output=True)
+    return venv
+
+
+def test_the_wheel_installs_and_runs_builds_bundles_and_verifies_outside_the_source_tree(tmp_path, tiny_campaign):
+    wheel = _wheel(tmp_path)
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names} == {"iteralab", wheel.name.split("-py3")[0] + ".dist-info"}
+    for shipped in ("iteralab/templates/base.html", "iteralab/templates/assets/style.css", "iteralab/data/catalog-2026-09-24.csv",
+                    "iteralab/data/qualification/demo-rtx-4090.toml", "iteralab/store/schemas/trial.schema.json"):
+        assert shipped in names
+    venv = _fresh_venv(tmp_path, wheel)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    campaign = tiny_campaign(repetitions=1, batch_sizes=(1, 4))
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"} | {"HF_HUB_OFFLINE": "1"}
+
+    def iteralab(*args):
+        result = subprocess.run([str(venv / "bin" / "iteralab"), *map(str, args)], cwd=work, env=env, capture_output=True,
+                                text=True, timeout=300)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stdout + result.stderr
+        return result.stdout
+
+    # The wheel's package is the one imported, there is no 'generator' module, and the demo's example sheets install.
+    probe = ("import importlib.util, pathlib, iteralab; from iteralab.demo import install_example_sheets; "
+             "install_example_sheets(pathlib.Path('qualification')); print(iteralab.__file__, importlib.util.find_spec('generator'))")
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", probe], cwd=work, env=env, capture_output=True, text=True)
+    assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.split()[0]).is_relative_to(venv) and where.stdout.split()[1] == "None"
+    assert sorted(path.name for path in (work / "qualification").glob("*.toml")) == ["demo-rtx-4090.toml", "demo-rtx-6000-ada.toml"]
+    iteralab("run", campaign, "--runs", "runs", "--quiet")
+    assert "0 problems" in iteralab("check", "runs")
+    assert "Site:" in iteralab("build", "--runs", "runs", "--out", "site")
+    for page in ("index.html", "catalog.html", "campaigns/tiny/index.html", "campaigns/tiny/decision.html", "assets/style.css"):
+        assert (work / "site" / page).is_file(), page
+    iteralab("bundle", "tiny", "-o", "evidence.zip", "--runs", "runs")
+    assert "valid" in iteralab("verify", "evidence.zip")

@@ -1,0 +1,77 @@
+"""The package's shape: the written layering holds (no cycle, no import against it) and no module or function grows past
+the sizes a newcomer can read. Regression for #18."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+SOURCE = ROOT / "generator"
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
+
+
+def lint_imports(package_parent: Path | None = None) -> subprocess.CompletedProcess:
+    """Check pyproject.toml's contracts against the package found first on the path (a copy under PACKAGE_PARENT)."""
+    env = {**os.environ, "PYTHONPATH": str(package_parent)} if package_parent else dict(os.environ)
+    return subprocess.run([str(LINT_IMPORTS), "--config", str(ROOT / "pyproject.toml"), "--no-cache"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_written_layering_holds():
+    result = lint_imports()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 kept, 0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(("module", "line", "broken"), [
+    ("site/build.py", "from iteralab.run import runner", "iteralab.site is not allowed to import iteralab.run"),
+    ("store/views.py", "from iteralab.decision import report", "iteralab.store is not allowed to import iteralab.decision"),
+    ("run/runner.py", "from iteralab.decision import plan", "The runner does not depend on decisions"),
+    ("site/render.py", "from iteralab.site import pages", "No cycles are allowed in iteralab.site"),
+])
+def test_an_import_against_the_layering_or_a_cycle_breaks_the_contracts(tmp_path, module, line, broken):
+    """The contracts are not vacuous: each kind of wrong import, added to a copy of the package, is reported."""
+    copy = tmp_path / "iteralab"
+    shutil.copytree(SOURCE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(copy / module, "a", encoding="utf-8") as handle:
+        handle.write(f"\n{line}  # noqa\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode == 1 and broken in result.stdout, result.stdout + result.stderr
+
+
+def _sizes():
+    for path in sorted(SOURCE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        yield path, "module", len(text.split("\n")) - text.endswith("\n")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield path, node.name, node.end_lineno - node.lineno + 1
+
+
+def test_no_module_over_400_lines_and_no_function_over_60():
+    too_long = [f"{path.relative_to(ROOT)} {name}: {lines} lines" for path, name, lines in _sizes()
+                if lines > (MAX_MODULE_LINES if name == "module" else MAX_FUNCTION_LINES)]
+    assert too_long == []
+
+
+def test_internal_imports_are_at_the_top_of_each_module():
+    """Only heavy third-party packages (torch, transformers, pandas, ...) may be imported inside a function."""
+    late = []
+    for path in sorted(SOURCE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith("iteralab"):
+                        late.append(f"{path.relative_to(ROOT)}:{inner.lineno}")
+                    if isinstance(inner, ast.Import) and any(a.name.startswith("iteralab") for a in inner.names):
+                        late.append(f"{path.relative_to(ROOT)}:{inner.lineno}")
+    assert late == []
