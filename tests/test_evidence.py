@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import stat
 import zipfile
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -230,7 +231,7 @@ def test_a_bundle_written_from_records_alone_verifies_and_carries_the_catalog_as
     assert digest == hashlib.sha256(bundle.read_bytes()).hexdigest()
     with zipfile.ZipFile(bundle) as archive:
         text = archive.read("camp-evidence/data/catalog.csv").decode("utf-8")
-    source = (Path(__file__).parent.parent / "generator" / "data" / DEFAULT_CATALOG).read_text(encoding="utf-8")
+    source = (resources.files("iteralab") / "data" / DEFAULT_CATALOG).read_text(encoding="utf-8")
     header, *rows = source.split("\n")[:-1]
     expected = [header, *sorted(rows, key=lambda row: (row.split(",")[1], int(row.split(",")[5])))]
     assert text == "\n".join(expected) + "\n"

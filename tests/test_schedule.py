@@ -99,3 +99,32 @@ def test_hours_are_written_without_trailing_zeros(hours, text):
     from iteralab.money.schedule import format_hours
 
     assert format_hours(Decimal(hours)) == text
+
+
+def test_the_schedule_text_and_data_word_for_word(cli):
+    """The words and figures of `iteralab schedule`, since #18 written by the library: covered, not covered, not listed."""
+    args = ("--start", "2026-09-28 09:00", "--end", "2026-10-02 09:00", "--tz", "Asia/Jakarta", "--gpu", "rtx-6000-ada")
+    code, out, _ = cli("schedule", *args, "--lots", "2")
+    assert code == 0
+    assert out == (
+        "Window 2026-09-28T09:00:00+07:00 to 2026-10-02T09:00:00+07:00 (Asia/Jakarta): 96 h elapsed\n"
+        "  3-day package (72 h): does not cover it; it would take 2 consecutive periods bought explicitly (no automatic "
+        "extension); 2 x 111.42 = 222.84 USD for 2 lots\n"
+        "  7-day package (168 h): covers the window (72 h to spare); price not listed in catalog 2026-09-24\n"
+        "  30-day package (720 h): covers the window (624 h to spare); price not listed in catalog 2026-09-24\n"
+        "Covering a window does not prove the work finishes in it: measure the processing time.\n")
+    code, out, _ = cli("schedule", "--start", "2026-09-28 09:00", "--end", "2026-09-29 09:00", "--gpu", "rtx-4090")
+    assert out.splitlines()[1] == "  3-day package (72 h): covers the window (48 h to spare); 47.14 USD for 1 lot"
+    code, data, _ = schedule(cli, *args)
+    assert data == {
+        "start": "2026-09-28T09:00:00+07:00", "end": "2026-10-02T09:00:00+07:00", "time_zone": "Asia/Jakarta",
+        "elapsed_hours": "96", "catalog_version": "2026-09-24", "gpu": "rtx-6000-ada", "lots": 1,
+        "packages": [
+            {"days": 3, "hours": 72, "covers": False, "periods_needed": 2, "price_per_period": "55.71",
+             "total_for_periods": "111.42", "price_note": None},
+            {"days": 7, "hours": 168, "covers": True, "periods_needed": 1, "price_per_period": None,
+             "total_for_periods": None, "price_note": "not listed in catalog 2026-09-24"},
+            {"days": 30, "hours": 720, "covers": True, "periods_needed": 1, "price_per_period": None,
+             "total_for_periods": None, "price_note": "not listed in catalog 2026-09-24"}]}
+    code, data, _ = schedule(cli, "--start", "2026-09-28 09:00", "--end", "2026-10-02 09:00")
+    assert (data["gpu"], data["lots"], data["catalog_version"]) == (None, None, None)  # unpriced: no GPU, lots or catalog
