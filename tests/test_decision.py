@@ -150,7 +150,7 @@ def test_entries_are_one_stream_that_lots_do_not_divide(tmp_path):
     (row,) = report.rows
     # 100,000 entries = 1,000 × the 100-entry corpus on one stream: 30 h, past both the deadline (24 h).
     assert row.lots == 1
-    assert row.conditions == [f"deadline: projected up to {(1000 * 108 + 0.004) / 3600:.2f} h, later than the 24 h until the deadline"]
+    assert row.conditions == (f"deadline: projected up to {(1000 * 108 + 0.004) / 3600:.2f} h, later than the 24 h until the deadline",)
     assert report.ranked == [] and report.summary_line == "no feasible configuration among 1"
 
 

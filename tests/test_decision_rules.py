@@ -138,89 +138,89 @@ def _question(**stated):
     (_configuration("unknown"), "no plan: unknown hardware (no manifest)")])
 def test_hardware_the_catalog_does_not_price_is_projected_on_one_machine_without_a_plan(configuration, reason):
     row = _plan_row(configuration, window=(1800.0, 3600.0, 7200.0), one_time=(36.0, 72.0))
-    planning.plan_row(row, _question(corpora=4), 100, CATALOG)
+    row = planning.plan_row(row, _question(corpora=4), 100, CATALOG)
     assert (row.plan, row.plan_reason, row.lots) == (None, reason, 1)
     assert row.hours == pytest.approx(((1800 * 4 + 36) / 3600, (3600 * 4 + 54) / 3600, (7200 * 4 + 72) / 3600))
 
 
 def test_the_plan_names_the_cheapest_covering_package_and_what_is_spare():
     row = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0), one_time=(0.0, 0.0))
-    planning.plan_row(row, _question(corpora=10, window_hours=Decimal("72")), 100, CATALOG)
+    row = planning.plan_row(row, _question(corpora=10, window_hours=Decimal("72")), 100, CATALOG)
     assert row.plan == planning.Plan(CATALOG.gpus["rtx-4090"], 3, 1, Decimal("47.14"), Decimal("47.14"), "USD", "v9", 72,
                                      Decimal("62"))
     assert (row.lots, row.capacity_bytes, row.capacity_reason) == (1, 24 * 10**9, None)
     # 73 projected hours do not fit a 3-day package: the 7-day one does, with 95 hours spare.
     long = _plan_row(_configuration(), window=(3600.0 * 73, 3600.0 * 73, 3600.0 * 73))
-    planning.plan_row(long, _question(), 100, CATALOG)
+    long = planning.plan_row(long, _question(), 100, CATALOG)
     assert (long.plan.days, long.plan.total, long.plan.spare_hours) == (7, Decimal("110.00"), Decimal("95"))
     # No window stated: the projection alone sets what must be covered.
     short = _plan_row(_configuration(), window=(60.0, 60.0, 60.0))
-    planning.plan_row(short, _question(), 100, CATALOG)
+    short = planning.plan_row(short, _question(), 100, CATALOG)
     assert (short.plan.days, short.plan.package_hours) == (3, 72)
 
 
 def test_lots_follow_the_cards_of_the_machine_and_the_cards_of_a_lot():
     three = _plan_row(_configuration(gpu_name="NVIDIA B200", gpu_count=3), window=(60.0, 60.0, 60.0))
-    planning.plan_row(three, _question(), 100, CATALOG)
+    three = planning.plan_row(three, _question(), 100, CATALOG)
     assert three.lots == 2 and three.plan.total == Decimal("4142.00")  # 3 cards need 2 lots of 2; never × cards
     assert three.capacity_bytes is None and three.capacity_reason == "the catalog does not state B200's memory"
     two = _plan_row(_configuration(gpu_count=2), window=(60.0, 60.0, 60.0))
-    planning.plan_row(two, _question(), 100, CATALOG)
+    two = planning.plan_row(two, _question(), 100, CATALOG)
     assert two.lots == 2 and two.plan.total == Decimal("94.28")
 
 
 def test_more_lots_only_for_independent_corpora_that_would_miss_the_limit():
     # 4 corpora × 10 h = 40 h on one lot; a 24 h deadline needs 2 lots (20 h); exactly 20 h is within a 20 h limit.
     row = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
-    planning.plan_row(row, _question(corpora=4, deadline_hours=Decimal("20")), 100, CATALOG)
+    row = planning.plan_row(row, _question(corpora=4, deadline_hours=Decimal("20")), 100, CATALOG)
     assert row.lots == 2 and row.hours[2] == 20.0
     three = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
-    planning.plan_row(three, _question(corpora=3, deadline_hours=Decimal("20")), 100, CATALOG)
+    three = planning.plan_row(three, _question(corpora=3, deadline_hours=Decimal("20")), 100, CATALOG)
     assert three.lots == 2  # ceil(3 / 2) = 2 corpora per lot, 20 h
     lone = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
-    planning.plan_row(lone, _question(corpora=1, deadline_hours=Decimal("5")), 100, CATALOG)
+    lone = planning.plan_row(lone, _question(corpora=1, deadline_hours=Decimal("5")), 100, CATALOG)
     assert lone.lots == 1  # one corpus is never split across lots
     stream = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
-    planning.plan_row(stream, _question(corpora=None, entries=400, deadline_hours=Decimal("20")), 100, CATALOG)
+    stream = planning.plan_row(stream, _question(corpora=None, entries=400, deadline_hours=Decimal("20")), 100, CATALOG)
     assert stream.lots == 1 and stream.hours[2] == 40.0  # one stream: lots do not divide it
     missed = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
-    planning.plan_row(missed, _question(corpora=2, deadline_hours=Decimal("1")), 100, CATALOG)
+    missed = planning.plan_row(missed, _question(corpora=2, deadline_hours=Decimal("1")), 100, CATALOG)
     assert missed.lots == 1  # no number of lots fits: the fewest, and the condition will say so
     unlimited = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
-    planning.plan_row(unlimited, _question(corpora=4), 100, CATALOG)
+    unlimited = planning.plan_row(unlimited, _question(corpora=4), 100, CATALOG)
     assert unlimited.lots == 1 and unlimited.hours[2] == 40.0
     pair = _plan_row(_configuration(), window=(36000.0, 36000.0, 36000.0))
-    planning.plan_row(pair, _question(corpora=2, deadline_hours=Decimal("10")), 100, CATALOG)
+    pair = planning.plan_row(pair, _question(corpora=2, deadline_hours=Decimal("10")), 100, CATALOG)
     assert pair.lots == 2 and pair.hours[2] == 10.0  # two corpora are already enough to divide
 
 
 def test_a_stream_on_unpriced_hardware_is_still_projected_from_the_corpus_it_ran():
     row = _plan_row(_configuration("cpu"), window=(1800.0, 3600.0, 7200.0))
-    planning.plan_row(row, _question(corpora=None, entries=400), 100, CATALOG)
+    row = planning.plan_row(row, _question(corpora=None, entries=400), 100, CATALOG)
     assert row.plan_reason == "not in the catalog: CPU" and row.hours == pytest.approx((2.0, 4.0, 8.0))
 
 
 def test_without_a_covering_package_the_plan_says_what_would_cover_and_never_extends():
     row = _plan_row(_configuration(gpu_count=2), window=(3600.0, 3600.0, 3600.0))
-    planning.plan_row(row, _question(window_hours=Decimal("200")), 100, CATALOG)
+    row = planning.plan_row(row, _question(window_hours=Decimal("200")), 100, CATALOG)
     assert row.plan is None and row.plan_reason == (
         "no listed RTX 4090 package covers 200 h; 3 consecutive 3-day periods × 2 lots would, 282.84 USD, bought "
         "explicitly (never extended)")
     # 217 h: 4 periods of 72 h (188.56 USD), not 3; 2 periods of 168 h would cost 220.00.
     odd = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0))
-    planning.plan_row(odd, _question(window_hours=Decimal("217")), 100, CATALOG)
+    odd = planning.plan_row(odd, _question(window_hours=Decimal("217")), 100, CATALOG)
     assert odd.plan_reason.startswith("no listed RTX 4090 package covers 217 h; 4 consecutive 3-day periods × 1 lot would, "
                                       "188.56 USD")
     # Equal totals (12 × 5.00 and 5 × 12.00 for 800 h): the package listed cheaper per lot is named.
     tied = parse_catalog(HEADER + "v1,rtx-4090,RTX 4090,1,24,3,5.00,USD\nv1,rtx-4090,RTX 4090,1,24,7,12.00,USD\n", "t.csv")
     even = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0))
-    planning.plan_row(even, _question(window_hours=Decimal("800")), 100, tied)
+    even = planning.plan_row(even, _question(window_hours=Decimal("800")), 100, tied)
     assert "800 h; 12 consecutive 3-day periods × 1 lot would, 60.00 USD" in even.plan_reason
     one = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0))
-    planning.plan_row(one, _question(window_hours=Decimal("200")), 100, CATALOG)
+    one = planning.plan_row(one, _question(window_hours=Decimal("200")), 100, CATALOG)
     assert "3 consecutive 3-day periods × 1 lot would, 141.42 USD" in one.plan_reason  # cheaper than 2 × 7 days
     unmeasured = _plan_row(_configuration(), window=(None, None, None), one_time=(None, None))
-    planning.plan_row(unmeasured, _question(), 100, CATALOG)
+    unmeasured = planning.plan_row(unmeasured, _question(), 100, CATALOG)
     assert (unmeasured.plan, unmeasured.plan_reason, unmeasured.hours) == (None, "no successful trial to project from", None)
 
 
@@ -277,23 +277,21 @@ def _rental(record_id, total, created_at, currency="USD"):
 
 def test_observed_spend_sums_each_linked_rental_once_and_divides_by_distinct_corpora():
     trials = [{"run_id": "run-a"}, {"run_id": "run-b"}, {"run_id": "run-a"}]
-    row = decision.Row(SimpleNamespace(trials=trials, key="k1", label="b1"), {}, (None,) * 3, (None,) * 2)
+    row = decision.Row(SimpleNamespace(trials=trials, key="k1", label="b1"), {}, (None,) * 3, (None,) * 2, deliverables=3)
     later, earlier = _rental("r2", "52.86", "2026-10-02T00:00:00Z"), _rental("r1", "47.14", "2026-10-01T00:00:00Z")
-    row.deliverables = 3
-    decision._observed(row, {"run-a": [later, earlier], "run-b": [earlier]}, {"run-a": {"k1"}, "run-b": {"k1", "k2"}})
+    row = decision._observed(row, {"run-a": [later, earlier], "run-b": [earlier]}, {"run-a": {"k1"}, "run-b": {"k1", "k2"}})
     assert [r["record_id"] for r in row.observed_rentals] == ["r1", "r2"]  # in the order they were rented
     assert (row.observed_spend, row.observed_currency, row.observed_reason) == (Decimal("100.00"), "USD", None)
     assert (row.cost_per_corpus, row.cost_reason, row.shared_with) == (Decimal("33.33"), None, 1)
-    none = decision.Row(SimpleNamespace(trials=trials, key="k1", label="b1"), {}, (None,) * 3, (None,) * 2)
-    none.deliverables = 2
-    decision._observed(none, {}, {})
+    none = decision.Row(SimpleNamespace(trials=trials, key="k1", label="b1"), {}, (None,) * 3, (None,) * 2, deliverables=2)
+    none = decision._observed(none, {}, {})
     assert (none.observed_spend, none.observed_reason, none.cost_reason, none.shared_with) == (
         None, "no rental linked to its runs", "undefined: no rental linked to its runs", 0)
     mixed = decision.Row(SimpleNamespace(trials=trials, key="k1", label="b1"), {}, (None,) * 3, (None,) * 2)
-    decision._observed(mixed, {"run-a": [earlier, _rental("r3", "10.00", "2026-10-03T00:00:00Z", "EUR")]}, {"run-a": {"k1"}})
+    mixed = decision._observed(mixed, {"run-a": [earlier, _rental("r3", "10.00", "2026-10-03T00:00:00Z", "EUR")]}, {"run-a": {"k1"}})
     assert (mixed.observed_spend, mixed.observed_reason) == (None, "rentals mix currencies (EUR, USD)")
     undelivered = decision.Row(SimpleNamespace(trials=trials, key="k1", label="b1"), {}, (None,) * 3, (None,) * 2)
-    decision._observed(undelivered, {"run-a": [earlier]}, {"run-a": {"k1"}})
+    undelivered = decision._observed(undelivered, {"run-a": [earlier]}, {"run-a": {"k1"}})
     assert (undelivered.observed_spend, undelivered.cost_per_corpus) == (Decimal("47.14"), None)
     assert undelivered.cost_reason == "undefined: no accepted deliverable" and undelivered.shared_with == 0
 
@@ -303,10 +301,8 @@ def _verdict(value, passed):
 
 
 def _conditions_row(trials, hours=(1.0, 2.0, 3.0), plan_total=None, plan_reason=None):
-    row = decision.Row(SimpleNamespace(trials=trials, key="k", label="b1"), {}, (None,) * 3, (None,) * 2, hours=hours)
-    row.plan = SimpleNamespace(total=Decimal(plan_total)) if plan_total else None
-    row.plan_reason = plan_reason
-    return row
+    return decision.Row(SimpleNamespace(trials=trials, key="k", label="b1"), {}, (None,) * 3, (None,) * 2, hours=hours,
+                        plan=SimpleNamespace(total=Decimal(plan_total)) if plan_total else None, plan_reason=plan_reason)
 
 
 def test_conditions_name_each_failed_rule_and_limits_are_inclusive():

@@ -42,3 +42,13 @@ def test_quick_start_has_exactly_two_commands():
 
 def test_ci_runs_the_readme_test_command():
     assert (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().endswith("make test")
+
+
+def test_shell_completion_names_the_commands_and_subcommands(monkeypatch, capsys):
+    """click's completion, as the README's line sets it up for bash."""
+    monkeypatch.setenv("_ITERALAB_COMPLETE", "bash_complete")
+    monkeypatch.setenv("COMP_WORDS", "iteralab rental a")
+    monkeypatch.setenv("COMP_CWORD", "2")
+    with pytest.raises(SystemExit):
+        main([])
+    assert capsys.readouterr().out.split() == ["plain,add"]

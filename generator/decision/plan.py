@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from decimal import Decimal
@@ -14,7 +15,7 @@ from iteralab.store.configuration import catalog_card
 MAX_LOTS = 64  # the planner tries more lots only to fit many independent corpora; beyond this it says so
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
     """The cheapest catalog package × lots that covers the window and the projected hours."""
 
@@ -63,24 +64,22 @@ def decimal_hours(value: float) -> Decimal:
     return Decimal(str(round(value, 4)))
 
 
-def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catalog) -> None:
-    """Find the lots and the cheapest listed package for the row's hardware, or say why there is none."""
+def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catalog):
+    """Return ROW with its lots, projected hours and the cheapest listed package for its hardware, or why there is none."""
     configuration = row.summary.configuration
     card = catalog_card(catalog, configuration)
     if card is None:
         if configuration.device == "cpu":
-            row.plan_reason = "not in the catalog: CPU"
+            reason = "not in the catalog: CPU"
         elif configuration.device == "gpu":
-            row.plan_reason = f"not in the catalog: {configuration.gpu_name}"
+            reason = f"not in the catalog: {configuration.gpu_name}"
         else:
-            row.plan_reason = f"no plan: {configuration.hardware}"
-        row.lots = 1
-        row.hours = project(row, question, corpus_entries, 1)
-        return
+            reason = f"no plan: {configuration.hardware}"
+        return dataclasses.replace(row, lots=1, hours=project(row, question, corpus_entries, 1), plan_reason=reason)
     if card.memory_per_card_gb is not None:
-        row.capacity_bytes = int(card.memory_per_card_gb * Decimal(10**9))
+        row = dataclasses.replace(row, capacity_bytes=int(card.memory_per_card_gb * Decimal(10**9)))
     else:
-        row.capacity_reason = f"the catalog does not state {card.name}'s memory"
+        row = dataclasses.replace(row, capacity_reason=f"the catalog does not state {card.name}'s memory")
     minimum = math.ceil(configuration.gpu_count / card.cards_per_lot)
     # More lots help only independent corpora, at most one corpus per lot (a stream's projection does not shrink with
     # lots, so the fewest that meet the limit are the minimum).
@@ -88,22 +87,22 @@ def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catal
     limit = question.limit_hours
     lots = next((n for n in candidates if limit is not None and (p := project(row, question, corpus_entries, n))
                  and decimal_hours(p[2]) <= limit), minimum)
-    row.lots, row.hours = lots, project(row, question, corpus_entries, lots)
-    if row.hours is None:
-        row.plan_reason = "no successful trial to project from"
-        return
-    needed = max(question.window_hours or Decimal(0), decimal_hours(row.hours[2]))
+    hours = project(row, question, corpus_entries, lots)
+    row = dataclasses.replace(row, lots=lots, hours=hours)
+    if hours is None:
+        return dataclasses.replace(row, plan_reason="no successful trial to project from")
+    needed = max(question.window_hours or Decimal(0), decimal_hours(hours[2]))
     best = catalog.cheapest_covering(card.slug, needed)
     if best is not None:
-        row.plan = Plan(card, best.days, lots, best.price_per_lot, lots_price(best.price_per_lot, lots), best.currency,
-                        catalog.version, best.days * 24, Decimal(best.days * 24) - decimal_hours(row.hours[2]))
-        return
+        return dataclasses.replace(row, plan=Plan(
+            card, best.days, lots, best.price_per_lot, lots_price(best.price_per_lot, lots), best.currency, catalog.version,
+            best.days * 24, Decimal(best.days * 24) - decimal_hours(hours[2])))
     listed = catalog.listed(card.slug)
     if not listed:
-        row.plan_reason = f"catalog {catalog.version} lists no package for {card.name}"
-        return
+        return dataclasses.replace(row, plan_reason=f"catalog {catalog.version} lists no package for {card.name}")
     options = [(lots_price(p.price_per_lot, lots * periods_needed(needed, p.days)), p) for p in listed]
     total, best = min(options, key=lambda item: item[0])
     periods = periods_needed(needed, best.days)
-    row.plan_reason = (f"no listed {card.name} package covers {format_hours(needed)} h; {periods} consecutive {best.days}-day "
-                       f"periods × {lots} lot{'s' * (lots != 1)} would, {total} {best.currency}, bought explicitly (never extended)")
+    return dataclasses.replace(row, plan_reason=(
+        f"no listed {card.name} package covers {format_hours(needed)} h; {periods} consecutive {best.days}-day "
+        f"periods × {lots} lot{'s' * (lots != 1)} would, {total} {best.currency}, bought explicitly (never extended)"))

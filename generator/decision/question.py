@@ -8,7 +8,7 @@ from decimal import Decimal
 from iteralab.store.views import CampaignView
 
 
-@dataclass
+@dataclass(frozen=True)
 class Question:
     """The decision question as the campaign file stated it before any timing."""
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from types import SimpleNamespace
 
 from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS
@@ -18,9 +20,9 @@ from iteralab.store.trials import trial_table
 from iteralab.store.views import CampaignView, VariantSummary, campaign_views, separate
 
 
-@dataclass
+@dataclass(frozen=True)
 class Row:
-    """One configuration of the decision report."""
+    """One configuration of the decision report, built in steps (measured, planned, observed, judged), each a new row."""
 
     summary: VariantSummary
     statuses: dict
@@ -34,13 +36,13 @@ class Row:
     capacity_reason: str | None = None
     observed_spend: Decimal | None = None
     observed_currency: str | None = None
-    observed_rentals: list = field(default_factory=list)
+    observed_rentals: tuple = ()
     observed_reason: str | None = None
     shared_with: int = 0
     deliverables: int = 0
     cost_per_corpus: Decimal | None = None
     cost_reason: str | None = None
-    conditions: list = field(default_factory=list)
+    conditions: tuple = ()
 
     @property
     def feasible(self) -> bool:
@@ -55,9 +57,9 @@ class Row:
         return self.summary.key
 
 
-@dataclass
+@dataclass(frozen=True)
 class Report:
-    """The whole decision report of one campaign."""
+    """The whole decision report of one campaign, complete when built."""
 
     campaign: str
     title: str
@@ -127,26 +129,27 @@ def check_rentals(view: CampaignView) -> tuple[dict, list[str]]:
     return links, problems
 
 
-def _observed(row: Row, links: dict, rows_by_run: dict) -> None:
-    """Sum the rentals validly linked to the row's runs, once each; count its distinct delivered corpora."""
+def _observed(row: Row, links: dict, rows_by_run: dict) -> Row:
+    """Return ROW with the rentals validly linked to its runs summed, once each, and its cost per delivered corpus."""
     runs = sorted({trial["run_id"] for trial in row.summary.trials})
     rentals = {r["record_id"]: r for run in runs for r in links.get(run, [])}
-    row.observed_rentals = sorted(rentals.values(), key=lambda r: r["created_at"])
-    row.shared_with = len({key for run in runs if run in links for key in rows_by_run.get(run, ())} - {row.key})
+    found = {"observed_rentals": tuple(sorted(rentals.values(), key=lambda r: r["created_at"])),
+             "shared_with": len({key for run in runs if run in links for key in rows_by_run.get(run, ())} - {row.key})}
     currencies = {r["currency"] for r in rentals.values()}
     if not rentals:
-        row.observed_reason = "no rental linked to its runs"
+        found["observed_reason"] = "no rental linked to its runs"
     elif len(currencies) > 1:
-        row.observed_reason = f"rentals mix currencies ({', '.join(sorted(currencies))})"
+        found["observed_reason"] = f"rentals mix currencies ({', '.join(sorted(currencies))})"
     else:
-        row.observed_spend = money(sum((Decimal(r["total"]) for r in rentals.values()), Decimal(0)))
-        row.observed_currency = currencies.pop()
-    if row.observed_spend is None:
-        row.cost_reason = f"undefined: {row.observed_reason}"
+        found["observed_spend"] = money(sum((Decimal(r["total"]) for r in rentals.values()), Decimal(0)))
+        found["observed_currency"] = currencies.pop()
+    if found.get("observed_spend") is None:
+        found["cost_reason"] = f"undefined: {found['observed_reason']}"
     elif row.deliverables == 0:
-        row.cost_reason = "undefined: no accepted deliverable"
+        found["cost_reason"] = "undefined: no accepted deliverable"
     else:
-        row.cost_per_corpus = money(row.observed_spend / row.deliverables)
+        found["cost_per_corpus"] = money(found["observed_spend"] / row.deliverables)
+    return dataclasses.replace(row, **found)
 
 
 def _conditions(row: Row, question: Question) -> list[str]:
@@ -214,85 +217,87 @@ def decide(view: CampaignView, catalog: Catalog) -> Report:
                             "which is not in this campaign's records")
         else:
             delivered.setdefault(key, set()).add(deliverable["corpus_fingerprint"])
-    rows = []
+    planned = []
     for summary in view.variants:
         found = figures.get(summary.key, {"statuses": {}, "window": (None, None, None), "one_time": (None, None)})
-        row = Row(summary, found["statuses"], found["window"], found["one_time"])
-        row.deliverables = len(delivered.get(summary.key, ()))
-        plan_row(row, question, corpus_entries, catalog)
+        measured = Row(summary, found["statuses"], found["window"], found["one_time"],
+                       deliverables=len(delivered.get(summary.key, ())))
+        planned.append(plan_row(measured, question, corpus_entries, catalog))
         for trial in summary.trials:
             rows_by_run.setdefault(trial["run_id"], set()).add(summary.key)
-        rows.append(row)
-    for row in rows:
-        _observed(row, links, rows_by_run)
-        row.conditions = _conditions(row, question)
+    rows = []
+    for row in planned:
+        row = _observed(row, links, rows_by_run)
+        rows.append(dataclasses.replace(row, conditions=tuple(_conditions(row, question))))
     ranked = sorted((row for row in rows if row.feasible), key=_rank_key)
-    report = Report(view.name, view.title, question, corpus_entries, catalog.version, rows, ranked,
-                    [row for row in rows if not row.feasible], _to_measure(rows, question, catalog), problems, "", "")
-    _answer(report)
-    return report
+    infeasible = [row for row in rows if not row.feasible]
+    to_measure = _to_measure(rows, question, catalog)
+    return Report(view.name, view.title, question, corpus_entries, catalog.version, rows, ranked, infeasible, to_measure,
+                  problems, **_answer(question, ranked, infeasible, rows, to_measure, corpus_entries))
 
 
-def _answer(report: Report) -> None:
-    """Write the plain-language answer and the index's one-line summary."""
-    question, ranked = report.question, report.ranked
+def _answer(question: Question, ranked: list[Row], infeasible: list[Row], rows: list[Row], to_measure: list[dict],
+            corpus_entries: int | None) -> dict:
+    """Return the plain-language answer, the index's one-line summary and the rows they name."""
+    found = SimpleNamespace(cheapest=None, runner_up=None, gap_money=None, gap_hours=None, tie=None, fastest=None,
+                             summary_line="")
     window = (f"within the {format_hours(question.window_hours)} h access window" if question.window_hours is not None
               else "(no access window stated)")
-    workload = question.workload(report.corpus_entries)
+    workload = question.workload(corpus_entries)
     priced = [row for row in ranked if row.plan]
     lines = []
     if priced:
-        best = report.cheapest = priced[0]
+        best = found.cheapest = priced[0]
         lines.append(f"Cheapest feasible configuration: {best.label}. Planned {best.plan.total} {best.plan.currency} "
                      f"for {best.plan.describe()}; projected {span_range(best.hours)} for {workload} {window}.")
-        report.summary_line = f"{best.label}: planned {best.plan.total} {best.plan.currency}, projected up to {span(best.hours[2])}"
+        found.summary_line = f"{best.label}: planned {best.plan.total} {best.plan.currency}, projected up to {span(best.hours[2])}"
         others = [row for row in ranked if row is not best]
         if others:
-            runner = report.runner_up = others[0]
-            report.gap_hours = runner.hours[1] - best.hours[1]
-            if runner.plan:
-                report.gap_money = runner.plan.total - best.plan.total
-                if report.gap_money == 0:
-                    statement = separate(best.summary, runner.summary)
-                    if statement["separated"]:
-                        lines.append(f"Runner-up: {runner.label} plans the same spend, but the repetitions separate them: "
-                                     f"median {best.summary.median:.3f} s against {runner.summary.median:.3f} s per corpus, "
-                                     "the ranges do not overlap.")
-                    else:
-                        report.tie = (f"Tie: {best.label} and {runner.label} both plan {best.plan.total} {best.plan.currency} and the "
-                                      f"repetitions do not separate their durations. {statement['text']}")
-                        lines.append(report.tie)
-                        report.summary_line = f"tie at {best.plan.total} {best.plan.currency}: {best.label} and {runner.label}"
-                else:
-                    gap = report.gap_hours
-                    pace = ("the same median projection" if gap == 0
-                            else f"{span(abs(gap))} {'slower' if gap > 0 else 'faster'} (median projection)")
-                    lines.append(f"Runner-up: {runner.label}, {report.gap_money} {best.plan.currency} more, {pace}.")
-            else:
-                lines.append(f"Runner-up: {runner.label}, {runner.plan_reason}.")
+            lines.append(_runner_up(found, best, others[0]))
     elif ranked:
         best = ranked[0]
         lines.append(f"No feasible configuration runs on hardware the catalog prices. {best.label} meets the quality thresholds "
                      f"and is projected at {span_range(best.hours)} for {workload} {window}, "
                      f"but its package spend is {best.plan_reason}.")
-        report.summary_line = f"no priced configuration yet; {best.label} feasible ({best.plan_reason})"
+        found.summary_line = f"no priced configuration yet; {best.label} feasible ({best.plan_reason})"
     else:
-        lines.append(f"No configuration is feasible: {len(report.infeasible)} measured, each fails a condition listed below.")
-        report.summary_line = f"no feasible configuration among {len(report.rows)}" if report.rows else "nothing measured yet"
+        lines.append(f"No configuration is feasible: {len(infeasible)} measured, each fails a condition listed below.")
+        found.summary_line = f"no feasible configuration among {len(rows)}" if rows else "nothing measured yet"
     if ranked:
         # Every feasible configuration has a projection: a successful trial, and a corpus of at least one entry.
         fastest = min(ranked, key=lambda row: row.hours[1])
-        if fastest is not (report.cheapest or ranked[0]):
-            report.fastest = fastest
+        if fastest is not (found.cheapest or ranked[0]):
+            found.fastest = fastest
             cost = f"planned {fastest.plan.total} {fastest.plan.currency}" if fastest.plan else fastest.plan_reason
             lines.append(f"Fastest feasible: {fastest.label}, projected {span(fastest.hours[1])} (median), {cost}.")
-    if report.to_measure:
+    if to_measure:
         names = ", ".join(f"{c['card'].name} ({c['total']} {c['currency']} for a {c['days']}-day lot)" if c["total"] is not None
-                          else f"{c['card'].name} (no listed package covers the window)" for c in report.to_measure)
+                          else f"{c['card'].name} (no listed package covers the window)" for c in to_measure)
         lines.append(f"To measure: {names}; a price says nothing about a card's throughput.")
     if question.missing and not question.declared:
         lines.append("The campaign file states no [decision] table, so this answer assumes one corpus and no window.")
-    report.answer = " ".join(lines)
+    return {"answer": " ".join(lines), **vars(found)}
+
+
+def _runner_up(found: SimpleNamespace, best: Row, runner: Row) -> str:
+    """Compare the cheapest with the runner-up: money and pace, or a tie the repetitions do not separate."""
+    found.runner_up, found.gap_hours = runner, runner.hours[1] - best.hours[1]
+    if not runner.plan:
+        return f"Runner-up: {runner.label}, {runner.plan_reason}."
+    found.gap_money = runner.plan.total - best.plan.total
+    if found.gap_money != 0:
+        gap = found.gap_hours
+        pace = ("the same median projection" if gap == 0
+                else f"{span(abs(gap))} {'slower' if gap > 0 else 'faster'} (median projection)")
+        return f"Runner-up: {runner.label}, {found.gap_money} {best.plan.currency} more, {pace}."
+    statement = separate(best.summary, runner.summary)
+    if statement["separated"]:
+        return (f"Runner-up: {runner.label} plans the same spend, but the repetitions separate them: "
+                f"median {best.summary.median:.3f} s against {runner.summary.median:.3f} s per corpus, the ranges do not overlap.")
+    found.tie = (f"Tie: {best.label} and {runner.label} both plan {best.plan.total} {best.plan.currency} and the "
+                 f"repetitions do not separate their durations. {statement['text']}")
+    found.summary_line = f"tie at {best.plan.total} {best.plan.currency}: {best.label} and {runner.label}"
+    return found.tie
 
 
 def decision_report(*, campaign: str, runs: Path | str = DEFAULT_RUNS, catalog: Path | str | None = None) -> Report:

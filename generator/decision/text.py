@@ -40,7 +40,7 @@ def report_dict(report: Report) -> dict:
                          "rentals": [r["record_id"] for r in row.observed_rentals], "reason": row.observed_reason,
                          "shared_with_configurations": row.shared_with, "deliverables": row.deliverables,
                          "cost_per_validated_corpus": _text(row.cost_per_corpus), "cost_reason": row.cost_reason},
-            "feasible": row.feasible, "conditions_failed": row.conditions,
+            "feasible": row.feasible, "conditions_failed": list(row.conditions),
         }
 
     return {
