@@ -201,11 +201,11 @@ def _rank_key(row: Row):
     return (total, sum(n for s, n in row.statuses.items() if s != "ok"), row.hours[1], row.label)
 
 
-def decide(view: CampaignView, catalog: Catalog) -> Report:
-    """Build the decision report of one campaign."""
+def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
+    """Build the decision report of one campaign, from its trial table (built here unless given)."""
     question = question_of(view)
     corpus_entries = (view.corpus or {}).get("entries")
-    figures = _figures(trial_table(view))
+    figures = _figures(trial_table(view) if table is None else table)
     links, problems = check_rentals(view)
     rows_by_run: dict[str, set] = {}
     delivered: dict[str, set] = {}

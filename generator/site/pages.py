@@ -54,18 +54,18 @@ class Places:
 def render_campaign_job(job: CampaignJob, places: Places) -> tuple[int, int, str]:
     """Decide the campaign, write its pages; return files written, files unchanged and the one-line answer."""
     writer = Writer(places.out)
-    report = decide(job.view, job.catalog)
-    render_campaign(writer, job, report, places)
+    table = trial_table(job.view)  # one table per campaign: the decision's figures and trials.csv
+    report = decide(job.view, job.catalog, table)
+    render_campaign(writer, job, report, trials_csv(table), places)
     return writer.written, writer.kept, report.summary_line
 
 
-def render_campaign(writer: Writer, job: CampaignJob, report: Report, places: Places) -> None:
+def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv: str, places: Places) -> None:
     """Write the campaign, decision, trial and qualification pages, the copies, trials.csv and the bundle."""
     env, view, base = jinja_environment(), job.view, f"campaigns/{job.view.name}"
     common = {"stamp": job.stamp, "catalog": job.catalog}
-    table = trials_csv(trial_table(view))
     bundle = campaign_bundle(view, runs=places.runs, notes=places.notes, catalog=places.catalog, loaded_notes=list(job.notes),
-                             price_catalog=job.catalog, table_csv=table, report=report)
+                             price_catalog=job.catalog, table_csv=table_csv, report=report)
     bundle_info = {"name": f"evidence-{view.name}.zip", "sha256": hashlib.sha256(bundle).hexdigest(), "size": len(bundle)}
     writer.write(f"{base}/{bundle_info['name']}", bundle)
     compared, constant = view.compared_and_constant()
@@ -76,7 +76,7 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, places: Pl
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
         root="../../", view=view, report=report, charts=decision_charts(report, places.chart_cache), **common))
     _trial_pages(writer, env, view, places.runs, common)
-    writer.write(f"{base}/trials.csv", table)
+    writer.write(f"{base}/trials.csv", table_csv)
     writer.write(f"{base}/qualification.html", env.get_template("qualification.html").render(
         root="../../", view=view, sheets=list(job.sheets), **common))
 
