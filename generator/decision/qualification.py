@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -23,7 +23,7 @@ TOP_KEYS = {"candidate", "campaign", "variant", "configuration", "gpu", "lots", 
             "criteria"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Criterion:
     """One criterion's status, the document it rests on and why."""
 
@@ -35,7 +35,7 @@ class Criterion:
     override_reason: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Sheet:
     """One candidate configuration with its six criteria and the outcome."""
 
@@ -49,7 +49,7 @@ class Sheet:
     total: Decimal | None
     margin_bytes: int | None
     spare_hours: Decimal | None
-    criteria: list[Criterion] = field(default_factory=list)
+    criteria: tuple[Criterion, ...] = ()
     configuration: str | None = None  # the label of the configuration whose trials the derived criteria read
     currency: str | None = None  # the catalog's, for the total
 
@@ -212,9 +212,7 @@ def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog, views: dict | No
     derived = {"quality": quality, "memory_per_gpu": memory, "budget_and_schedule": budget}
     card = catalog.gpu(data["gpu"])
     priced = catalog.prices.get((card.slug, data["days"]))
-    sheet = Sheet(str(path), data["candidate"], data["campaign"], data["variant"], card.slug, data["lots"], data["days"],
-                  total, margin, spare, configuration=label, currency=priced.currency if priced else None)
-    entries = data.get("criteria", {})
+    entries, criteria = data.get("criteria", {}), []
     for name in CRITERIA:
         entry = entries.get(name)
         if name in derived:
@@ -229,8 +227,9 @@ def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog, views: dict | No
             criterion = Criterion(name, "to-confirm", None, f"not documented: add [criteria.{name}] with the document it rests on")
         else:
             criterion = Criterion(name, entry["status"], entry.get("document"), entry.get("note", ""))
-        sheet.criteria.append(criterion)
-    return sheet
+        criteria.append(criterion)
+    return Sheet(str(path), data["candidate"], data["campaign"], data["variant"], card.slug, data["lots"], data["days"],
+                 total, margin, spare, tuple(criteria), configuration=label, currency=priced.currency if priced else None)
 
 
 def qualify(folder: Path | str, loaded: Loaded, catalog: Catalog) -> list[Sheet]:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from iteralab.run.campaign import Variant
 from iteralab.run.corpus import load_corpus
+from iteralab.store.trials import PHASES
 
-PHASES = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
 HOST_RSS_PER_PHASE = "peak resident set size of the runner process during the phase (VmHWM, reset at phase start)"
 HOST_RSS_LIFETIME = ("peak resident set size of the runner process since it started (getrusage ru_maxrss): "
                      "this kernel cannot reset the peak per phase")

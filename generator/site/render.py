@@ -106,7 +106,7 @@ def jinja_environment():
     # Cached: compiled templates are reused across campaigns; Jinja still reloads a template whose file changed.
     env = jinja2.Environment(loader=jinja2.PackageLoader("iteralab.templates", "."), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.globals.update(fmt=fmt, cell=cell, phase_order=PHASES, version=iteralab.__version__, schema_links=schema_links,
+    env.globals.update(fmt=fmt, cell=cell, version=iteralab.__version__, schema_links=schema_links,
                        hours=format_hours, span=span)
     env.filters["tojson_pretty"] = pretty_json
     return env

@@ -95,11 +95,6 @@ def _validators() -> dict:
     }
 
 
-def schema(kind: str) -> dict:
-    """Return the JSON Schema of records of KIND."""
-    return _validators()[kind].schema
-
-
 def safe_relative_path(value: str) -> bool:
     """Tell whether VALUE is a relative path that stays inside the runs folder."""
     if not isinstance(value, str) or not value or "\\" in value or "\x00" in value:
