@@ -52,7 +52,8 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
     jobs = [CampaignJob(view, tuple(n for n in all_notes if n.meta.get("campaign") == view.name),
                         tuple(s for s in qualified if s.campaign == view.name),
                         build_stamp(view.last_at if view.manifests or view.trials else None), price_catalog) for view in views]
-    keys = {job.view.name: campaign_key(job, shared_key(price_catalog)) for job in jobs}
+    shared = shared_key(price_catalog)
+    keys = {job.view.name: campaign_key(job, shared) for job in jobs}
     previous = state.get("campaigns", {})
     stale = [job for job in jobs if previous.get(job.view.name) != keys[job.view.name]
              or not (out / "campaigns" / job.view.name / "index.html").is_file()]
