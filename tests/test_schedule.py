@@ -128,3 +128,12 @@ def test_the_schedule_text_and_data_word_for_word(cli):
              "total_for_periods": None, "price_note": "not listed in catalog 2026-09-24"}]}
     code, data, _ = schedule(cli, "--start", "2026-09-28 09:00", "--end", "2026-10-02 09:00")
     assert (data["gpu"], data["lots"], data["catalog_version"]) == (None, None, None)  # unpriced: no GPU, lots or catalog
+
+
+def test_hours_round_half_up_like_money_and_a_gpu_without_a_catalog_prices_nothing():
+    """Regression for #18: hours and money state one rounding rule (half up), where hours used to round half to even."""
+    from iteralab.money.schedule import format_hours, plan_window
+
+    assert format_hours(Decimal("0.125")) == "0.13" and format_hours(Decimal("0.135")) == "0.14"  # 450 s and 486 s
+    window = plan_window(start="2026-09-28 09:00", end="2026-09-29 09:00", gpu="rtx-4090", catalog=None)
+    assert (window.gpu, window.catalog_version, window.fits[0].price_per_period) == (None, None, None)
