@@ -73,7 +73,7 @@ def main() -> None:
         warm = time.perf_counter() - start
         assert len(warm_loaded.records) == len(loaded.records)
         print(f"load {options.records:,} trials into pandas, first read: {total:.2f} s ({options.records / total:,.0f} records/s; "
-              f"read+validate {validated:.2f} s, tables {total - validated:.2f} s; importing pandas took {imported:.2f} s before); "
+              f"read+validate {validated:.2f} s, views and trial table {total - validated:.2f} s; importing pandas took {imported:.2f} s before); "
               f"{total / bare:.1f}x a bare orjson.loads of the same lines ({bare:.2f} s); target under 2 s")
         print(f"read again, prefix already validated on this machine: {warm:.2f} s ({warm / validated:.2f} of the first read)")
 
