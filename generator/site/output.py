@@ -30,6 +30,7 @@ def build_stamp(latest: str | None) -> str:
         return f"built {moment:%Y-%m-%d %H:%M} UTC"
     return f"records up to {latest}" if latest else "no records yet"
 
+
 class Writer:
     """Write files under the output folder, leaving unchanged files untouched."""
 
@@ -65,6 +66,7 @@ class Writer:
                 pass  # created meanwhile: replace it whole, below
         write_atomically(path, payload)  # readers of a served site never see half of a page they could already open
 
+
 def list_files(folder: Path) -> list[tuple[str, os.DirEntry]]:
     """Return (relative posix path, entry) of every file under FOLDER, sorted; scandir, as runs/ may hold 100,000s."""
     found, pending = [], [(str(folder), "")]
@@ -81,6 +83,7 @@ def list_files(folder: Path) -> list[tuple[str, os.DirEntry]]:
         except OSError:
             continue  # an unreadable folder is reported by the loader, which reads the records
     return sorted(found, key=lambda item: item[0])
+
 
 def inputs_digest(runs_files: list, notes_dir: Path, sheets_dir: Path, catalog: Path | None) -> str:
     """Hash everything a build reads: record bytes, other files by size and time, notes, sheets, catalog, templates."""
@@ -105,6 +108,7 @@ def inputs_digest(runs_files: list, notes_dir: Path, sheets_dir: Path, catalog: 
         digest.update(catalog.read_bytes())
     return digest.hexdigest()
 
+
 def shared_key(catalog: Catalog) -> str:
     """Hash what every campaign's pages depend on: code version, templates, catalog."""
     digest = hashlib.sha256(iteralab.__version__.encode())
@@ -112,6 +116,7 @@ def shared_key(catalog: Catalog) -> str:
         digest.update(template.name.encode() + template.read_bytes())
     digest.update(json.dumps(catalog.snapshot(), sort_keys=True).encode())
     return digest.hexdigest()
+
 
 def campaign_key(job, shared: str) -> str:
     """Hash what one campaign's pages depend on: the shared key, its records, problems, notes, sheets and stamp."""

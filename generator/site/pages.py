@@ -29,6 +29,7 @@ def catalog_rows(catalog: Catalog) -> list[dict]:
                      "memory_gib": None if gpu.memory_per_card_gb is None else gb_to_gib(gpu.memory_per_card_gb)})
     return rows
 
+
 @dataclass(frozen=True)
 class CampaignJob:
     """What one campaign's pages are rendered from; built by the build, rendered here or in a worker."""
@@ -113,10 +114,12 @@ def sizing_rows(views: list[CampaignView]) -> list[dict]:
                          "reserved_reason": reserved_reason, "rss": rss, "rss_reason": rss_reason})
     return rows
 
+
 def _chart(draw, chart_id: str, title: str, description: str, rows: list[dict], chart_cache: Path) -> dict:
     """Draw one chart with DRAW and keep its rows beside it as its data table (columns in the rows' order)."""
     return {"id": chart_id, "title": title, "description": description, "svg": Markup(draw(rows, chart_cache)),
             "columns": list(rows[0]), "rows": rows}
+
 
 def campaign_charts(view: CampaignView, chart_cache: Path) -> list[dict]:
     blocks = []
@@ -145,6 +148,7 @@ def campaign_charts(view: CampaignView, chart_cache: Path) -> list[dict]:
                              "Median accuracy against gold labels over the configuration's successful trials, per planned length bucket.",
                              quality_rows, chart_cache))
     return blocks
+
 
 def decision_charts(report: Report, chart_cache: Path) -> list[dict]:
     """Charts of the decision page: planned spend and projected hours against the window, each with its data."""

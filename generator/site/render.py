@@ -45,6 +45,7 @@ def _fmt(value, kind: str, reason: str | None) -> Markup:
 # Trial pages repeat the same figures and reasons thousands of times; typed, so True and 1 stay apart.
 _fmt_cached = lru_cache(maxsize=1 << 16, typed=True)(_fmt)
 
+
 def fmt(value, kind: str = "text", reason: str | None = None) -> Markup:
     """Format VALUE one way everywhere; a missing value is an empty cell with its reason, never 0."""
     try:
@@ -52,11 +53,13 @@ def fmt(value, kind: str = "text", reason: str | None = None) -> Markup:
     except TypeError:  # an unhashable value (a list or object shown as text)
         return _fmt(value, kind, reason)
 
+
 def _cell(value, kind: str, reason: str | None) -> Markup:
     css = ' class="num"' if kind in FORMATS else ""
     return Markup(f"<td{css}>{fmt(value, kind, reason)}</td>")
 
 _cell_cached = lru_cache(maxsize=1 << 16, typed=True)(_cell)
+
 
 def cell(value, kind: str = "text", reason: str | None = None) -> Markup:
     """Return a table cell holding fmt(VALUE), right-aligned for numbers."""
@@ -65,10 +68,12 @@ def cell(value, kind: str = "text", reason: str | None = None) -> Markup:
     except TypeError:
         return _cell(value, kind, reason)
 
+
 @lru_cache(maxsize=16)
 def schema_links(root: str) -> Markup:
     """Link the record schemas from a page ROOT levels deep (every page's footer)."""
     return Markup(", ").join(Markup('<a href="{}schemas/{}.schema.json">{}</a>').format(root, kind, kind) for kind in KINDS)
+
 
 def trial_rows(trial: dict) -> dict:
     """Return the phase and quality rows of a trial page as ready cells (thousands of pages: kept out of Jinja calls)."""
@@ -93,12 +98,14 @@ def trial_rows(trial: dict) -> dict:
                   for metric in ("accuracy", "macro_f1", "agreement")))))))
     return {"phases": phases, "quality": quality}
 
+
 def pretty_json(value) -> str:
     """Indent a record for reading, keys sorted."""
     try:
         return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode("utf-8")
     except TypeError:  # TypeError: an integer beyond 64 bits, valid JSON that orjson does not write
         return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
 
 @cache
 def jinja_environment():
@@ -110,6 +117,7 @@ def jinja_environment():
                        hours=format_hours, span=span)
     env.filters["tojson_pretty"] = pretty_json
     return env
+
 
 def template_files() -> list[Path]:
     """Return the template and stylesheet files, sorted (not the package's __init__ or bytecode)."""
