@@ -136,6 +136,7 @@ def build(runs, out, notes, sheets, processes, catalog, as_json):
     """Render the records, the catalog and decision notes into a static site."""
     result = build_site(runs=runs, out=out, notes=notes, catalog=catalog, sheets=sheets, processes=processes)
     emit(as_json, {**result, "index": str(result["index"].resolve())}, describe_build(result))
+    return 1 if result["failed"] else 0
 
 
 @cli.command("serve")
@@ -323,6 +324,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except UserError as error:
         print(f"iteralab {name}: error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:  # a read or write the system refused where no caller named it better: still one line
+        where = f" {error.filename}" if error.filename else ""
+        print(f"iteralab {name}: error: the system refused to read or write{where}: {error.strerror or error}; "
+              "nothing recorded was changed", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, click.Abort):
         print(f"iteralab {name}: interrupted", file=sys.stderr)

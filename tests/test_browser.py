@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from iteralab.site import pages
 from iteralab.site.build import build_site
 from iteralab.store import records
-from tests import factory
+from tests import factory, hostile
 from tests.test_decision import CPU, RTX_4090, RTX_6000_ADA, write_machine
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -62,8 +63,14 @@ def site(tmp_path_factory):
     notes = root / "notes"
     notes.mkdir()
     (notes / "decision.md").write_text(HOSTILE_NOTE, encoding="utf-8")
+    # A campaign whose pages fail as a renderer's bug would: its page says why, in the index too (#24).
+    broken = factory.manifest("broken", "run-broken")
+    records.append(runs, broken)
+    records.append(runs, factory.trial(broken))
     out = root / "site"
-    build_site(runs=runs, out=out, notes=notes, chart_cache=root / "charts")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pages, "campaign_charts", hostile.charts_failing_for("broken"))
+        assert build_site(runs=runs, out=out, notes=notes, chart_cache=root / "charts")["failed"].keys() == {"broken"}
     return out
 
 
@@ -87,7 +94,8 @@ def page_paths(site):
     return {"index": site / "index.html", "campaign": site / "campaigns" / "camp" / "index.html", **trials,
             "note": site / "notes" / "decision.html", "catalog": site / "catalog.html", "sizing": site / "sizing.html",
             "qualification": merged / "qualification.html", "decision": merged / "decision.html",
-            "merged campaign": merged / "index.html", "decision without question": site / "campaigns" / "camp" / "decision.html"}
+            "merged campaign": merged / "index.html", "decision without question": site / "campaigns" / "camp" / "decision.html",
+            "campaign not built": site / "campaigns" / "broken" / "index.html"}
 
 
 def axe_violations(page) -> list:

@@ -9,6 +9,8 @@ import secrets
 import shutil
 from pathlib import Path
 
+from iteralab.core.errors import write_error
+
 
 def cache_root() -> Path:
     """Return iteralab's cache folder: ITERALAB_CACHE_DIR, else the user cache dir."""
@@ -57,3 +59,31 @@ def copy_atomically(source: Path | str, target: Path | str) -> None:
     """Copy SOURCE to TARGET whole or not at all."""
     with replacing(target) as temporary:
         shutil.copyfile(source, temporary)
+
+
+@contextlib.contextmanager
+def writing(path: Path | str, what: str, *, remove_new_file: bool = True):
+    """Create PATH's missing folders for the block; if it fails, remove what it created and raise a one-line error.
+
+    A file at PATH that did not exist before is removed (unless REMOVE_NEW_FILE is false: the block cleans up itself);
+    one that did is left to the block (an atomic replace keeps it).
+    """
+    path = Path(path)
+    keep_file = os.path.lexists(path) or not remove_new_file
+    created, folder = [], path.parent
+    while not folder.exists() and folder != folder.parent:
+        created.append(folder)
+        folder = folder.parent
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        yield path
+    except BaseException as error:
+        if not keep_file:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        for made in created:  # deepest first; a folder something else filled meanwhile stays
+            with contextlib.suppress(OSError):
+                made.rmdir()
+        if isinstance(error, OSError):
+            raise write_error(error, path, what) from error
+        raise

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
 
 from iteralab.core.errors import UserError
-from iteralab.core.files import copy_atomically, sha256_file
+from iteralab.core.files import copy_atomically, sha256_file, writing
 from iteralab.decision.report import check_rentals
 from iteralab.money.catalog import load_catalog, quote
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
@@ -16,8 +17,8 @@ from iteralab.store.views import campaign_views
 MAX_RECEIPT_BYTES = 50 * 2**20  # receipts are PDFs or photos; anything larger is probably the wrong file
 
 
-def copy_receipt(runs_dir: Path, campaign: str, receipt: Path) -> dict:
-    """Copy a receipt into runs/CAMPAIGN/receipts/SHA/NAME (never overwriting) and describe it."""
+def _receipt_place(runs_dir: Path, campaign: str, receipt: Path) -> tuple[str, str, int]:
+    """Check a receipt and return where its copy goes (relative to the runs folder), its sha256 and its size."""
     receipt = Path(receipt)
     if not receipt.is_file():
         raise UserError(f"receipt {receipt} is not a file")
@@ -28,14 +29,30 @@ def copy_receipt(runs_dir: Path, campaign: str, receipt: Path) -> dict:
     if name.startswith(".") or "\\" in name or any(ord(c) < 32 for c in name):
         raise UserError(f"receipt name {name!r} cannot be stored: rename the file without control characters or a leading dot")
     digest = sha256_file(receipt)
-    relative = f"{campaign}/receipts/{digest[:16]}/{name}"
-    target = runs_dir / relative
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        copy_atomically(receipt, target)
-    if sha256_file(target) != digest:
-        raise UserError(f"{target} already exists with other content; it was not overwritten")
-    return {"path": relative, "sha256": digest, "size_bytes": size, "original_name": name}
+    return f"{campaign}/receipts/{digest[:16]}/{name}", digest, size
+
+
+def copy_receipt(runs_dir: Path, campaign: str, receipt: Path) -> dict:
+    """Copy a receipt into runs/CAMPAIGN/receipts/SHA/NAME (never overwriting) and describe it."""
+    with _kept_receipt(runs_dir, campaign, receipt) as copied:
+        return copied
+
+
+@contextlib.contextmanager
+def _kept_receipt(runs_dir: Path, campaign: str, receipt: Path | None):
+    """Copy RECEIPT for the block; if the block fails (its record could not be written), remove the copy it made."""
+    if receipt is None:
+        yield None
+        return
+    relative, digest, size = _receipt_place(runs_dir, campaign, receipt)
+    target = Path(runs_dir) / relative
+    # A copy made here goes again, with its new folders, if the block fails: no receipt without its rental.
+    with writing(target, "the receipt copy"):
+        if not target.exists():
+            copy_atomically(receipt, target)
+        if sha256_file(target) != digest:
+            raise UserError(f"{target} already exists with other content; it was not overwritten")
+        yield {"path": relative, "sha256": digest, "size_bytes": size, "original_name": Path(receipt).name}
 
 
 def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days: int, start: str, end: str | None = None,
@@ -60,14 +77,15 @@ def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days
         if hours > days * 24:
             raise UserError(f"the window is {format_hours(hours)} h, longer than the {days}-day package ({days * 24} h); packages are "
                             "never extended automatically: record each extra period as its own rental")
-    record = records.make_record(
-        "rental", campaign=campaign, run_id=records.new_id("run-rental"),
-        gpu=price.price.gpu.slug, lots=lots, days=days, start=begin.isoformat(), end=None if end is None else finish.isoformat(),
-        catalog_version=price.catalog_version, price_per_lot=str(price.price.price_per_lot), total=str(price.total),
-        currency=price.price.currency, cards_per_lot=price.price.gpu.cards_per_lot, gpus=price.gpus,
-        receipt=copy_receipt(runs_dir, campaign, receipt) if receipt else None, note=note, runs=paid_runs,
-    )
-    records.append(runs_dir, record)
+    with _kept_receipt(runs_dir, campaign, receipt) as copied:
+        record = records.make_record(
+            "rental", campaign=campaign, run_id=records.new_id("run-rental"),
+            gpu=price.price.gpu.slug, lots=lots, days=days, start=begin.isoformat(), end=None if end is None else finish.isoformat(),
+            catalog_version=price.catalog_version, price_per_lot=str(price.price.price_per_lot), total=str(price.total),
+            currency=price.price.currency, cards_per_lot=price.price.gpu.cards_per_lot, gpus=price.gpus,
+            receipt=copied, note=note, runs=paid_runs,
+        )
+        records.append(runs_dir, record)
     return record
 
 
@@ -83,7 +101,7 @@ def _check_runs(runs_dir: Path, campaign: str, paid_runs: list[str], price) -> N
     if unknown:
         raise UserError(f"--run {unknown[0]} is not a run of campaign {campaign} in {runs_dir} "
                         f"(its runs: {', '.join(known) or 'none yet'}); record the rental after the run, or leave --run out")
-    probe = {"record_id": "this rental", "gpu": price.price.gpu.slug, "lots": price.lots,
+    probe = {"record_id": "being recorded", "gpu": price.price.gpu.slug, "lots": price.lots,
              "cards_per_lot": price.price.gpu.cards_per_lot, "runs": paid_runs}
     _, problems = check_rentals(dataclasses.replace(view, rentals=(probe,)))
     if problems:

@@ -8,7 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
 
-from iteralab.core.errors import UserError
+from iteralab.core.errors import CampaignFailed, UserError, within_campaign
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.decision.plan import Plan, decimal_hours, plan_row, span, span_range
 from iteralab.decision.question import Question, question_of
@@ -308,4 +308,12 @@ def decision_report(*, campaign: str, runs: Path | str = DEFAULT_RUNS, catalog: 
     views = {view.name: view for view in campaign_views(load(runs))}
     if campaign not in views:
         raise UserError(f"campaign {campaign} has no records in {runs}; campaigns there: {', '.join(sorted(views)) or 'none'}")
-    return decide(views[campaign], load_catalog(catalog))
+    return decide_guarded(views[campaign], load_catalog(catalog))
+
+
+def decide_guarded(view: CampaignView, catalog: Catalog, table=None) -> Report:
+    """Decide VIEW, or raise CampaignFailed naming the campaign and why its records could not be decided."""
+    if view.failure:
+        raise CampaignFailed(view.name, view.failure)
+    with within_campaign(view.name):
+        return decide(view, catalog, table)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iteralab.core.errors import UserError
-from iteralab.core.files import copy_atomically
+from iteralab.core.files import copy_atomically, writing
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, rotation
 from iteralab.run.corpus import Corpus, load_corpus, token_counts
@@ -253,8 +253,8 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
 def _copy_corpus(prepared: Prepared, runs_dir: Path) -> None:
     target = runs_dir / prepared.corpus_copy
     if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        copy_atomically(prepared.campaign.corpus_path, target)
+        with writing(target, "the corpus copy"):
+            copy_atomically(prepared.campaign.corpus_path, target)
 
 
 def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetition: int, sequence: int,
@@ -367,8 +367,7 @@ def _describe(exc: BaseException) -> str:
 def _write_predictions(runs_dir: Path, campaign: str, trial_id: str, predictions) -> dict:
     relative = f"{campaign}/predictions/{trial_id}.csv"
     path = runs_dir / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "x", encoding="utf-8", newline="") as handle:
+    with writing(path, "the predictions file"), open(path, "x", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(["id", "label", "score"])
         writer.writerows((entry_id, label, repr(score)) for entry_id, label, score in predictions)

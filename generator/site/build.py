@@ -9,10 +9,10 @@ from functools import partial
 from importlib import resources
 from pathlib import Path
 
-from iteralab.core.errors import UserError
+from iteralab.core.errors import CampaignFailed, UserError
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder, sheets_folder
 from iteralab.decision.qualification import qualify
-from iteralab.decision.report import decide
+from iteralab.decision.report import decide_guarded
 from iteralab.money.catalog import load_catalog
 from iteralab.site import charts, workers
 from iteralab.site.notes import load_notes
@@ -42,7 +42,7 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
     inputs = inputs_digest(runs_files, places.notes, sheets_dir, places.catalog)
     if state.get("inputs") == inputs and (out / "index.html").is_file():
         return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "processes": 1,
-                "written": 0, "unchanged": 0, "problems": state.get("problems", [])}
+                "written": 0, "unchanged": 0, "problems": state.get("problems", []), "failed": state.get("failed", {})}
     # Load, then views, then decide and render, then write what every page links to.
     loaded = load(runs)
     price_catalog = load_catalog(catalog)
@@ -58,19 +58,26 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
     stale = [job for job in jobs if previous.get(job.view.name) != keys[job.view.name]
              or not (out / "campaigns" / job.view.name / "index.html").is_file()]
     writer = Writer(out)
-    answers, count = _render_campaigns(stale, places, processes, writer)
+    answers, failed, count = _render_campaigns(stale, places, processes, writer)
     for view in views:  # unchanged campaigns are decided here, after the workers are done
         if view.name not in answers:
-            answers[view.name] = decide(view, price_catalog).summary_line
+            try:
+                answers[view.name] = decide_guarded(view, price_catalog).summary_line
+            except CampaignFailed as error:
+                answers[view.name], failed[view.name] = f"not built: {error.reason}", error.reason
+    failed = dict(sorted(failed.items()))
+    for name in failed:  # rendered again next time, to say again why (or to succeed once its records are fixed)
+        keys[name] = None
     for gone in set(previous) - set(keys):
         shutil.rmtree(out / "campaigns" / gone, ignore_errors=True)
     common = {"stamp": build_stamp(max((v.last_at for v in views if v.manifests or v.trials), default=None)),
               "catalog": price_catalog}
-    _write_shared_pages(writer, views, all_notes, answers, loaded.problems, common)
-    writer.write(STATE_FILE, json.dumps({"inputs": inputs, "campaigns": keys, "problems": loaded.problems},
+    _write_shared_pages(writer, views, all_notes, answers, loaded.problems, {**common, "failed": failed})
+    writer.write(STATE_FILE, json.dumps({"inputs": inputs, "campaigns": keys, "problems": loaded.problems, "failed": failed},
                                         indent=2, sort_keys=True) + "\n")
     return {"index": out / "index.html", "campaigns": len(views), "rendered": [job.view.name for job in stale],
-            "processes": count, "written": writer.written, "unchanged": writer.kept, "problems": loaded.problems}
+            "processes": count, "written": writer.written, "unchanged": writer.kept, "problems": loaded.problems,
+            "failed": failed}
 
 
 def _read_state(path: Path) -> dict:
@@ -81,20 +88,23 @@ def _read_state(path: Path) -> dict:
         return {}
 
 
-def _render_campaigns(jobs: list[CampaignJob], places: Places, processes: int | None, writer: Writer) -> tuple[dict, int]:
-    """Render the campaigns that changed, on several processes when there is enough work; return their answers."""
+def _render_campaigns(jobs: list[CampaignJob], places: Places, processes: int | None,
+                      writer: Writer) -> tuple[dict, dict, int]:
+    """Render the campaigns that changed, on several processes when there is enough work; return answers and failures."""
     jobs = sorted(jobs, key=lambda job: (-len(job.view.trials), job.view.name))  # heaviest first: no worker left with a big one
     count = workers.choose_workers(processes, sum(len(job.view.trials) for job in jobs), len(jobs))
     if count > 1:
         charts.prepare()  # build the chart templates once here; the workers inherit them
     # Decided in the workers (pandas starts BLAS threads, and a threaded process is never forked).
     results = workers.run([partial(render_campaign_job, job, places) for job in jobs], count)
-    answers = {}
-    for job, (written, kept, answer) in zip(jobs, results, strict=True):
+    answers, failed = {}, {}
+    for job, (written, kept, answer, failure) in zip(jobs, results, strict=True):
         writer.written += written
         writer.kept += kept
         answers[job.view.name] = answer
-    return answers, count
+        if failure:
+            failed[job.view.name] = failure
+    return answers, failed, count
 
 
 def _write_shared_pages(writer: Writer, views: list, all_notes: list, answers: dict, problems: list, common: dict) -> None:
@@ -120,6 +130,8 @@ def describe_build(result: dict) -> str:
     on = f" on {result['processes']} processes" if result["processes"] > 1 else ""
     lines = [f"{result['campaigns']} campaign(s); re-rendered: {named or 'none (unchanged)'}{on}; "
              f"{result['written']} file(s) written, {result['unchanged']} unchanged"]
+    lines += [f"campaign {name} was not built: {reason} (its page says so; run iteralab check)"
+              for name, reason in result["failed"].items()]
     if result["problems"]:
         lines.append(f"{len(result['problems'])} problem(s) in the records are listed on the index page (iteralab check shows them)")
     lines.append(f"Site: {result['index'].resolve()}")

@@ -10,7 +10,8 @@ import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from iteralab.core.errors import UserError
+from iteralab.core.errors import CampaignFailed, UserError, within_campaign
+from iteralab.core.files import write_atomically, writing
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder
 from iteralab.decision.report import decide
 from iteralab.decision.text import describe_report, report_dict
@@ -138,10 +139,14 @@ def write_bundle(*, campaign: str, out: Path | str, runs: Path | str = DEFAULT_R
     views = {view.name: view for view in campaign_views(load(runs))}
     if campaign not in views:
         raise UserError(f"campaign {campaign} has no records in {runs}; campaigns there: {', '.join(sorted(views)) or 'none'}")
-    data = campaign_bundle(views[campaign], runs=runs, notes=notes_folder(runs, notes), catalog=catalog)
+    view = views[campaign]
+    if view.failure:
+        raise CampaignFailed(campaign, view.failure)
+    with within_campaign(campaign):
+        data = campaign_bundle(view, runs=runs, notes=notes_folder(runs, notes), catalog=catalog)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(data)
+    with writing(out, "the evidence bundle"):
+        write_atomically(out, data)  # an existing bundle is replaced whole, or kept when the disk is full
     return out, hashlib.sha256(data).hexdigest()
 
 
@@ -172,6 +177,8 @@ def verify_bundle(path: Path | str) -> list[str]:
         raise UserError(f"{path} does not exist") from None
     except zipfile.BadZipFile:
         raise UserError(f"{path} is not a zip file") from None
+    except OSError as error:  # a folder, or no permission to read it
+        raise UserError(f"cannot read {path}: {error.strerror or error}") from None
     with archive, tempfile.TemporaryDirectory(prefix="iteralab-verify-") as temporary:
         infos = archive.infolist()
         refused = [f"{info.filename}: refused ({why}); nothing was extracted" for info in infos if (why := _unsafe(info))]
@@ -181,16 +188,13 @@ def verify_bundle(path: Path | str) -> list[str]:
         if len(tops) != 1:
             return [f"the bundle must hold one top folder, it holds {len(tops)}: {', '.join(sorted(tops))}"]
         root = Path(temporary)
-        for info in infos:
-            target = root / info.filename
-            if not target.resolve().is_relative_to(root.resolve()):
-                return [f"{info.filename}: refused (would land outside the temporary folder)"]
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(info) as source, open(target, "wb") as sink:
-                sink.write(source.read())
+        try:
+            outside = _extract(archive, infos, root)
+        except OSError as error:
+            raise UserError(f"could not unpack {path} into a temporary folder to check it ({temporary}): "
+                            f"{error.strerror or error}; free space there or set TMPDIR to another folder, and run again") from None
+        if outside:
+            return outside
         bag_dir = root / tops.pop()
         problems = _check_manifests(bag_dir)
         if problems:
@@ -202,6 +206,21 @@ def verify_bundle(path: Path | str) -> list[str]:
             return [_describe(detail) for detail in error.details] or [str(error)]
         except bagit.BagError as error:
             return [f"not a valid BagIt bag: {error}"]
+    return []
+
+
+def _extract(archive: zipfile.ZipFile, infos: list, root: Path) -> list[str]:
+    """Unpack the entries under ROOT; return a refusal for one that would land outside it (nothing after it is unpacked)."""
+    for info in infos:
+        target = root / info.filename
+        if not target.resolve().is_relative_to(root.resolve()):
+            return [f"{info.filename}: refused (would land outside the temporary folder)"]
+        if info.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with archive.open(info) as source, open(target, "wb") as sink:
+            sink.write(source.read())
     return []
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from functools import cache
@@ -22,8 +23,11 @@ def _svg(spec: dict, cache_dir: Path | None) -> str:
         return cached.read_text(encoding="utf-8")
     svg = vl_convert.vega_to_svg(spec)
     if cached:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(cached, svg)  # two workers may draw the same chart: each writes its own temporary file
+        # Two workers may draw the same chart: each writes its own temporary file. A cache that cannot be written
+        # (a full disk) only costs the next build time; the page itself says so if it cannot be written either.
+        with contextlib.suppress(OSError):
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(cached, svg)
     return svg
 
 

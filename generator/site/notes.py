@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iteralab.core.errors import UserError
+from iteralab.core.files import writing
 from iteralab.core.lines import json_lines
 from iteralab.core.paths import notes_folder
 from iteralab.decision.plan import span_range
@@ -117,8 +118,7 @@ def write_draft(report, *, folder: Path, author: str) -> Path:
     path = folder / f"{report.campaign}-decision.md"
     if path.exists():
         raise UserError(f"{path} already exists; it was not overwritten (edit it, or move it away to draft again)")
-    folder.mkdir(parents=True, exist_ok=True)
     text = draft_text(report, author=author, today=dt.date.today().isoformat())
-    with open(path, "x", encoding="utf-8") as handle:
+    with writing(path, "the decision note draft"), open(path, "x", encoding="utf-8") as handle:
         handle.write(text)
     return path

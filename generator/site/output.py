@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -11,7 +12,7 @@ from pathlib import Path
 import orjson
 
 import iteralab
-from iteralab.core.errors import UserError
+from iteralab.core.errors import UserError, write_error
 from iteralab.core.files import write_atomically
 from iteralab.money.catalog import Catalog
 from iteralab.site.render import TEMPLATES, template_files
@@ -35,9 +36,10 @@ class Writer:
     """Write files under the output folder, leaving unchanged files untouched."""
 
     def __init__(self, out: Path):
-        self.out, self.written, self.kept, self.folders = out, 0, 0, set()
+        self.out, self.written, self.kept, self.folders, self.made = out, 0, 0, set(), []
 
     def write(self, relative: str, data: str | bytes) -> None:
+        """Write DATA to RELATIVE under the output folder; a refused write is a one-line error that leaves nothing half-made."""
         # Plain os calls on strings: a full build writes 100,000 files and pathlib's overhead showed.
         path = f"{self.out}/{relative}"
         payload = data.encode("utf-8") if isinstance(data, str) else data
@@ -49,8 +51,24 @@ class Writer:
                     return
         except (FileNotFoundError, NotADirectoryError):
             exists = False
+        except OSError as error:  # a folder where the file should be, or no permission to read it
+            raise write_error(error, path, "the site file") from error
+        try:
+            self._store(path, payload, exists)
+        except OSError as error:
+            if not exists:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            self.remove_empty_folders()
+            raise write_error(error, path, "the site file") from error
+
+    def _store(self, path: str, payload: bytes, exists: bool) -> None:
         folder = os.path.dirname(path)
         if folder not in self.folders:
+            missing = folder
+            while missing and not os.path.isdir(missing):
+                self.made.append(missing)
+                missing = os.path.dirname(missing)
             os.makedirs(folder, exist_ok=True)
             self.folders.add(folder)
         self.written += 1
@@ -65,6 +83,12 @@ class Writer:
             except FileExistsError:
                 pass  # created meanwhile: replace it whole, below
         write_atomically(path, payload)  # readers of a served site never see half of a page they could already open
+
+    def remove_empty_folders(self) -> None:
+        """Remove the folders this writer made that are still empty (after a failed write), deepest first."""
+        for folder in sorted(self.made, key=len, reverse=True):
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
 
 
 def list_files(folder: Path) -> list[tuple[str, os.DirEntry]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from markupsafe import Markup
 
+from iteralab.core.errors import CampaignFailed, within_campaign
 from iteralab.decision.report import Report, decide
 from iteralab.money.catalog import Catalog, gb_to_gib
 from iteralab.money.sizing import weights_bytes
@@ -52,13 +53,31 @@ class Places:
     chart_cache: Path
 
 
-def render_campaign_job(job: CampaignJob, places: Places) -> tuple[int, int, str]:
-    """Decide the campaign, write its pages; return files written, files unchanged and the one-line answer."""
+def render_campaign_job(job: CampaignJob, places: Places) -> tuple[int, int, str, str | None]:
+    """Decide the campaign, write its pages; return files written, files unchanged, the one-line answer and any failure.
+
+    A campaign whose view, decision or pages fail gets a page saying why instead; a refused write stops the build.
+    """
     writer = Writer(places.out)
-    table = trial_table(job.view)  # one table per campaign: the decision's figures and trials.csv
-    report = decide(job.view, job.catalog, table)
-    render_campaign(writer, job, report, trials_csv(table), places)
-    return writer.written, writer.kept, report.summary_line
+    try:
+        if job.view.failure:
+            raise CampaignFailed(job.view.name, job.view.failure)
+        with within_campaign(job.view.name):
+            table = trial_table(job.view)  # one table per campaign: the decision's figures and trials.csv
+            report = decide(job.view, job.catalog, table)
+            render_campaign(writer, job, report, trials_csv(table), places)
+        return writer.written, writer.kept, report.summary_line, None
+    except CampaignFailed as failed:
+        render_failure(writer, job, failed.reason)
+        return writer.written, writer.kept, f"not built: {failed.reason}", failed.reason
+
+
+def render_failure(writer: Writer, job: CampaignJob, reason: str) -> None:
+    """Write the campaign's index and decision pages as a statement of why they could not be built."""
+    page = jinja_environment().get_template("campaign_failed.html").render(
+        root="../../", view=job.view, failure=reason, stamp=job.stamp, catalog=job.catalog)
+    for name in ("index.html", "decision.html"):
+        writer.write(f"campaigns/{job.view.name}/{name}", page)
 
 
 def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv: str, places: Places) -> None:

@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from iteralab.core.errors import UserError
+from iteralab.core.files import writing
 
 SCHEMA_VERSION = 1
 KINDS = ("manifest", "trial", "rental", "deliverable")
@@ -178,29 +179,36 @@ def append(runs_dir: Path, record: dict) -> Path:
     except ValueError as error:  # NaN or infinity: not JSON, and no reader could load the line again
         # Only a valid record gets here, so it has a kind.
         raise UserError(f"refusing to write {record['kind']}: {error} (a NaN or infinite number)") from None
+    # The file is never removed from outside: a record another writer appended to it meanwhile would go too.
+    with writing(path, f"a {record['kind']} record to", remove_new_file=False):
+        _append_line(path, line.encode("utf-8"))
+    return path
+
+
+def _append_line(path: Path, data: bytes) -> None:
+    """Append DATA as whole lines under a lock; on failure cut the file back to its size before, never shorter."""
+    created = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        created = not path.exists()
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # The lock keeps two writers of the same file from interleaving their lines.
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        before = os.fstat(fd).st_size
+        if before and not _ends_with_newline(path):
+            # A crash left a torn last line: start on a new line, never touch its bytes.
+            data = b"\n" + data
         try:
-            # The lock keeps two writers of the same file from interleaving their lines.
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            data = line.encode("utf-8")
-            if os.fstat(fd).st_size and not _ends_with_newline(path):
-                # A crash left a torn last line: start on a new line, never touch its bytes.
-                data = b"\n" + data
             _write_all(fd, data)
             os.fsync(fd)
-        finally:
-            os.close(fd)
-        if created:
-            _fsync_dir(path.parent)
-    except OSError as error:
-        raise UserError(
-            f"could not append to {path}: {error.strerror or error}; "
-            "records already written are untouched, free space or fix permissions and rerun"
-        ) from error
-    return path
+        except OSError:
+            # Only this call's bytes go: a full disk must not leave a torn line for every later reader to report.
+            os.ftruncate(fd, before)
+            if created and before == 0:
+                os.unlink(path)
+            raise
+    finally:
+        os.close(fd)
+    if created:
+        _fsync_dir(path.parent)
 
 
 def _ends_with_newline(path: Path) -> bool:

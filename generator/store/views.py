@@ -8,6 +8,7 @@ import statistics
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from iteralab.core.errors import CampaignFailed, within_campaign
 from iteralab.money.catalog import cost_per_validated_corpus, money
 from iteralab.store.configuration import Configuration, configuration_of
 from iteralab.store.reading import Loaded
@@ -128,6 +129,7 @@ class CampaignView:
     variants: tuple[VariantSummary, ...]
     problems: tuple[str, ...]
     missing_predictions: frozenset[str] = frozenset()  # trials whose prediction file is not in the runs folder
+    failure: str | None = None  # why the campaign's records could not be read into a view (then it holds none)
 
     @property
     def fingerprints(self) -> list[str]:
@@ -247,8 +249,17 @@ def campaign_views(loaded: Loaded, *, present: set[str] | None = None) -> list[C
             own_problems.setdefault(found["campaign"], []).append((index, problem))
         else:
             shared_problems.append((index, problem))
-    return [_view(name, grouped[name], [p for _, p in sorted(own_problems.get(name, []) + shared_problems)], present)
+    return [_guarded_view(name, grouped[name], [p for _, p in sorted(own_problems.get(name, []) + shared_problems)], present)
             for name in sorted(grouped)]
+
+
+def _guarded_view(name: str, mine: list[dict], problems: list[str], present: set[str] | None) -> CampaignView:
+    """Return the campaign's view, or an empty one saying why it could not be made: the other campaigns go on."""
+    try:
+        with within_campaign(name):
+            return _view(name, mine, problems, present)
+    except CampaignFailed as failed:
+        return CampaignView(name, name, (), (), (), (), (), tuple(problems), failure=failed.reason)
 
 
 def _view(name: str, mine: list[dict], problems: list[str], present: set[str] | None) -> CampaignView:
