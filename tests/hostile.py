@@ -165,6 +165,36 @@ def fuzz(*, folders: int, seed: int, processes: int = 1, only: list[int] | None 
             return total
 
 
+def together(*, campaigns: int, seed: int) -> tuple[int, str, int, list[str]]:
+    """Put CAMPAIGNS changed copies into one runs folder as campaigns of their own and build it once.
+
+    Return the exit status, the last line of stderr, how many campaign pages were written and which are missing.
+    """
+    from iteralab.cli import main
+
+    tally = Tally()
+    with tempfile.TemporaryDirectory() as base:
+        runs = Path(base) / "runs"
+        for index in range(campaigns):
+            name = f"fuzz-{index:04d}"
+            for source in FIXTURE.rglob("*"):
+                if source.is_file():
+                    # New ids and names per copy, the same records otherwise: ids end '…Z-<hex>', paths name the campaign.
+                    target = runs / str(source.relative_to(FIXTURE)).replace(CAMPAIGN, name).replace("Z-", f"Z-{index:04d}")
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    data = source.read_bytes()
+                    if source.suffix == ".jsonl":
+                        data = data.replace(CAMPAIGN.encode(), name.encode()).replace(b"Z-", f"Z-{index:04d}".encode())
+                    target.write_bytes(data)
+            change_folder(runs / name, random.Random(f"{seed}/together/{index}"), tally)
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            code = main(["build", "--runs", str(runs), "--out", str(Path(base) / "site")])
+        pages = sorted(p.parent.name for p in (Path(base) / "site" / "campaigns").glob("*/index.html"))
+        missing = sorted(set(f"fuzz-{index:04d}" for index in range(campaigns)) - set(pages))
+        return code, err.getvalue().strip()[-300:], len(pages), missing
+
+
 def charts_failing_for(campaign: str):
     """Return a stand-in for the campaign page's charts that fails for CAMPAIGN as a renderer's bug would."""
     from iteralab.site import pages
@@ -195,8 +225,14 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--only", type=int, nargs="*", metavar="INDEX", help="run only these folders (as a crash names them)")
+    parser.add_argument("--together", type=int, metavar="N", help="instead: N changed campaigns in one runs folder, one build")
     options = parser.parse_args()
     started = time.perf_counter()
+    if options.together:
+        status, error, built, absent = together(campaigns=options.together, seed=options.seed)
+        print(f"{options.together} changed campaigns in one runs folder, one build in {time.perf_counter() - started:.0f} s: "
+              f"exit {status}, {built} campaign pages written, missing: {absent or 'none'}; stderr: {error or 'empty'}")
+        sys.exit(0 if status == 0 and not absent else 1)
     result = fuzz(folders=options.folders, seed=options.seed, processes=options.processes, only=options.only)
     print(describe(result, time.perf_counter() - started))
     sys.exit(1 if result.crashes else 0)

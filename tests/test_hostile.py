@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import resource
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from iteralab.core.errors import ADVICE, write_error
 from iteralab.site import pages
 from iteralab.site.build import build_site
 from iteralab.store import reading, records
@@ -232,3 +234,42 @@ def test_a_predictions_file_that_cannot_be_written_fails_its_trial_in_one_line(t
     assert trials[0]["error"].startswith(f"WriteError: could not write the predictions file {runs}/tiny/predictions/")
     assert "a file or folder is in the way: move it away" in trials[0]["error"]
     assert _leftovers(runs) == []
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EFBIG, errno.EACCES, errno.EROFS, errno.EISDIR, errno.ENOTDIR, errno.EIO])
+def test_each_refusal_says_what_to_do_in_one_line(code):
+    error = write_error(OSError(code, os.strerror(code)), "/srv/site/index.html", "the site file")
+    message = str(error)
+    assert message.startswith("could not write the site file /srv/site/index.html: ") and "\n" not in message
+    assert "nothing recorded was lost" in message
+    assert message.split(": ")[1] == (ADVICE[code].split(":")[0] if code in ADVICE else os.strerror(code))
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 256 KiB tmpfs: a real full disk (ENOSPC). Mounting needs root and a container that allows it."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or 'not root'}); the RLIMIT_FSIZE tests cover the same writes")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_is_one_line_for_build_and_rental(small_disk, cli):
+    runs = small_disk / "runs"
+    shutil.copytree(hostile.FIXTURE, runs)
+    before = {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()}
+    code, out, err = cli("build", "--runs", runs, "--out", small_disk / "site")
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"iteralab build: error: could not write the site file {small_disk / 'site'}/")
+    assert "the disk is full: free space and run the command again" in err
+    receipt = small_disk.parent / "receipt.pdf"
+    receipt.write_bytes(os.urandom(300_000))
+    code, out, err = cli("rental", "add", "--campaign", hostile.CAMPAIGN, "--gpu", "rtx-4090", "--lots", "1", "--days", "3",
+                         "--start", "2026-12-01T09:00", "--receipt", receipt, "--runs", runs)
+    assert code == 1 and err.startswith("iteralab rental add: error: could not write the receipt copy ")
+    assert "the disk is full" in err
+    assert _leftovers(small_disk) == []
+    assert {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()} == before
