@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from iteralab.decision import exclusions
 from iteralab.site import pages
 from iteralab.site.build import build_site
-from iteralab.store import records
+from iteralab.store import reading, records
 from tests import factory, hostile
 from tests.test_decision import CPU, RTX_4090, RTX_6000_ADA, write_machine
 
@@ -60,6 +61,14 @@ def site(tmp_path_factory):
                                          ("run-cpu", CPU, {"b1": [500, 510, 520, 530, 540]})):
         write_machine(runs, name, environment, durations)
     records.append(runs, factory.rental("merged", runs=["run-cpu"]))
+    # An exclusion on each campaign page type: one that applies, one withdrawn.
+    camp_trial = reading.load(runs).of_campaign("camp", "trial")[0]
+    exclusions.add_exclusion(runs_dir=runs, campaign="camp", rule="thermal throttling in the provider's log",
+                             trials=[camp_trial["record_id"]], document="ticket 4711 <b>not bold</b>")
+    merged_trial = reading.load(runs).of_campaign("merged", "trial")[0]
+    withdrawn = exclusions.add_exclusion(runs_dir=runs, campaign="merged", rule="a neighbour's job on the host",
+                                         trials=[merged_trial["record_id"]], document="host log", checked=[])
+    exclusions.withdraw_exclusion(runs_dir=runs, campaign="merged", exclusion_id=withdrawn["record_id"], reason="another host")
     notes = root / "notes"
     notes.mkdir()
     (notes / "decision.md").write_text(HOSTILE_NOTE, encoding="utf-8")

@@ -268,7 +268,7 @@ def test_trial_table_and_figures_per_configuration(tmp_path):
     assert figures[b1] == {"statuses": {"ok": 3, "oom": 1}, "window": (2.0, 3.0, 4.0),
                            "one_time": (pytest.approx(0.003), pytest.approx(0.004))}
     assert figures[b8] == {"statuses": {"error": 1}, "window": (None, None, None), "one_time": (None, None)}
-    assert decision._figures(trial_table(SimpleNamespace(variants=[], trials=[]))) == {}
+    assert decision._figures(trial_table(SimpleNamespace(variants=[], trials=[], exclusions=(), excluded={}))) == {}
 
 
 def _rental(record_id, total, created_at, currency="USD"):
@@ -301,7 +301,7 @@ def _verdict(value, passed):
 
 
 def _conditions_row(trials, hours=(1.0, 2.0, 3.0), plan_total=None, plan_reason=None):
-    return decision.Row(SimpleNamespace(trials=trials, key="k", label="b1"), {}, (None,) * 3, (None,) * 2, hours=hours,
+    return decision.Row(SimpleNamespace(trials=trials, counted=trials, excluded_successes=0, key="k", label="b1"), {}, (None,) * 3, (None,) * 2, hours=hours,
                         plan=SimpleNamespace(total=Decimal(plan_total)) if plan_total else None, plan_reason=plan_reason)
 
 

@@ -302,9 +302,9 @@ def test_payload_holds_every_record_input_prediction_receipt_and_note_of_the_cam
     label = view.variants[0].label
     assert json.loads(files["verdicts.json"]) == {
         ok["record_id"]: {"variant": "b1", "configuration": label, "status": "ok", "corpus_accepted": True,
-                          "id_check": ok["id_check"], "verdicts": ok["quality"]["verdicts"]},
+                          "id_check": ok["id_check"], "excluded_by": None, "verdicts": ok["quality"]["verdicts"]},
         failed["record_id"]: {"variant": "b1", "configuration": label, "status": "error", "corpus_accepted": False,
-                              "id_check": None, "verdicts": None}}
+                              "id_check": None, "excluded_by": None, "verdicts": None}}
     assert files[f"receipts/{rental['receipt']['sha256'][:16]}/reçu_sept.pdf"] == b"%PDF receipt"
     assert files["notes/mine.md"] == (notes / "mine.md").read_bytes()
     assert json.loads(files["decision.json"])["campaign"] == "camp"

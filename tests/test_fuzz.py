@@ -213,3 +213,35 @@ def test_the_compiled_check_agrees_with_the_reference_validator(path, value):
     validators = records._validators()
     reference = not list(validators["common"].iter_errors(record)) and not list(validators["trial"].iter_errors(record))
     assert compiled == reference
+
+
+@FUZZ
+@given(st.sampled_from(["rule", "trials", "document", "checked_configurations", "exclusion_id", "reason", "kind"]), text_values,
+       st.sampled_from(["exclusion", "withdrawal"]))
+def test_changed_exclusions_and_withdrawals_are_listed_or_applied_never_a_crash(key, value, kind):
+    """Regression for #19: exclusion records go through the same schemas, checks and views as every other kind."""
+    from iteralab.decision.report import decide
+    from iteralab.money.catalog import load_catalog
+    from iteralab.store.views import campaign_views
+
+    with tempfile.TemporaryDirectory() as folder:
+        runs = Path(folder)
+        manifest = factory.manifest()
+        trial = factory.trial(manifest)
+        for record in (manifest, trial):
+            records.append(runs, record)
+        exclusion = records.make_record("exclusion", campaign="camp", run_id="run-x", rule="r", trials=[trial["record_id"]],
+                                        document={"text": "t"}, checked_configurations=[])
+        withdrawal = records.make_record("withdrawal", campaign="camp", run_id="run-x", exclusion_id=exclusion["record_id"],
+                                         reason="r")
+        changed = {**(exclusion if kind == "exclusion" else withdrawal), key: value}
+        path = records.records_file(runs, "camp", "run-x")
+        lines = [exclusion, changed] if kind == "withdrawal" else [changed]
+        path.write_text("".join(json.dumps(line, default=str) + "\n" for line in lines), encoding="utf-8")
+        loaded = reading.load(runs)
+        (view,) = campaign_views(loaded)
+        assert view.failure is None
+        decide(view, load_catalog())
+        if records.validate(changed):
+            assert any(problem.startswith("camp/records/run-x.jsonl:") for problem in loaded.problems)
+        assert set(view.excluded) <= {trial["record_id"]}

@@ -118,11 +118,11 @@ def _trials(views: dict, data: dict, catalog: Catalog, source: Path) -> tuple[li
         if not card_matches(catalog.gpu(data["gpu"]), summary.configuration.gpu_name):
             return [], summary.label, (f"{summary.label} ran on {summary.configuration.hardware}, "
                                        f"not on the sheet's {catalog.gpu(data['gpu']).name}")
-        return summary.trials, summary.label, None
+        return summary.counted, summary.label, None
     card = catalog.gpu(data["gpu"])
     on_card = [s for s in summaries if card_matches(card, s.configuration.gpu_name)]
     if len(on_card) == 1:
-        return on_card[0].trials, on_card[0].label, None
+        return on_card[0].counted, on_card[0].label, None
     if on_card:
         return [], None, (f"{len(on_card)} configurations of {data['variant']} ran on {card.name} with other software "
                           f"({'; '.join(s.label for s in on_card)}): name one with configuration = \"...\"")

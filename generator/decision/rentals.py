@@ -17,37 +17,37 @@ from iteralab.store.views import campaign_views
 MAX_RECEIPT_BYTES = 50 * 2**20  # receipts are PDFs or photos; anything larger is probably the wrong file
 
 
-def _receipt_place(runs_dir: Path, campaign: str, receipt: Path) -> tuple[str, str, int]:
-    """Check a receipt and return where its copy goes (relative to the runs folder), its sha256 and its size."""
+def _receipt_place(runs_dir: Path, campaign: str, receipt: Path, folder: str, what: str) -> tuple[str, str, int]:
+    """Check a receipt or document and return where its copy goes (relative to the runs folder), its sha256 and size."""
     receipt = Path(receipt)
     if not receipt.is_file():
-        raise UserError(f"receipt {receipt} is not a file")
+        raise UserError(f"{what} {receipt} is not a file")
     size = receipt.stat().st_size
     if size > MAX_RECEIPT_BYTES:
-        raise UserError(f"receipt {receipt} is {size:,} bytes; the limit is {MAX_RECEIPT_BYTES:,} (50 MiB): attach a smaller scan")
+        raise UserError(f"{what} {receipt} is {size:,} bytes; the limit is {MAX_RECEIPT_BYTES:,} (50 MiB): attach a smaller scan")
     name = receipt.name
     if name.startswith(".") or "\\" in name or any(ord(c) < 32 for c in name):
-        raise UserError(f"receipt name {name!r} cannot be stored: rename the file without control characters or a leading dot")
+        raise UserError(f"{what} name {name!r} cannot be stored: rename the file without control characters or a leading dot")
     digest = sha256_file(receipt)
-    return f"{campaign}/receipts/{digest[:16]}/{name}", digest, size
+    return f"{campaign}/{folder}/{digest[:16]}/{name}", digest, size
 
 
 def copy_receipt(runs_dir: Path, campaign: str, receipt: Path) -> dict:
     """Copy a receipt into runs/CAMPAIGN/receipts/SHA/NAME (never overwriting) and describe it."""
-    with _kept_receipt(runs_dir, campaign, receipt) as copied:
+    with kept_copy(runs_dir, campaign, receipt) as copied:
         return copied
 
 
 @contextlib.contextmanager
-def _kept_receipt(runs_dir: Path, campaign: str, receipt: Path | None):
-    """Copy RECEIPT for the block; if the block fails (its record could not be written), remove the copy it made."""
+def kept_copy(runs_dir: Path, campaign: str, receipt: Path | None, *, folder: str = "receipts", what: str = "receipt"):
+    """Copy RECEIPT (or another document) for the block; if the block fails (its record could not be written), remove the copy it made."""
     if receipt is None:
         yield None
         return
-    relative, digest, size = _receipt_place(runs_dir, campaign, receipt)
+    relative, digest, size = _receipt_place(runs_dir, campaign, receipt, folder, what)
     target = Path(runs_dir) / relative
-    # A copy made here goes again, with its new folders, if the block fails: no receipt without its rental.
-    with writing(target, "the receipt copy"):
+    # A copy made here goes again, with its new folders, if the block fails: no receipt without its record.
+    with writing(target, f"the {what} copy"):
         if not target.exists():
             copy_atomically(receipt, target)
         if sha256_file(target) != digest:
@@ -77,7 +77,7 @@ def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days
         if hours > days * 24:
             raise UserError(f"the window is {format_hours(hours)} h, longer than the {days}-day package ({days * 24} h); packages are "
                             "never extended automatically: record each extra period as its own rental")
-    with _kept_receipt(runs_dir, campaign, receipt) as copied:
+    with kept_copy(runs_dir, campaign, receipt) as copied:
         record = records.make_record(
             "rental", campaign=campaign, run_id=records.new_id("run-rental"),
             gpu=price.price.gpu.slug, lots=lots, days=days, start=begin.isoformat(), end=None if end is None else finish.isoformat(),

@@ -79,10 +79,14 @@ class Report:
     gap_hours: float | None = None
     tie: str | None = None
     fastest: Row | None = None
+    exclusions: tuple = ()  # the campaign's exclusions, each listed for every configuration (CampaignView.exclusion_table)
 
 
 def _figures(table) -> dict:
     """Group the trial table by configuration: counts per status, window min/median/max, one-time min/max."""
+    if table.empty:
+        return {}
+    table = table[table["excluded_by"].isna()]  # an excluded trial stays in the table and counts in no figure
     if table.empty:
         return {}
     ok = table[table["status"] == "ok"]
@@ -155,10 +159,14 @@ def _observed(row: Row, links: dict, rows_by_run: dict) -> Row:
 def _conditions(row: Row, question: Question) -> list[str]:
     """Name every feasibility condition the row fails: quality, ids, window, deadline, budget."""
     failed = []
-    ok = [t for t in row.summary.trials if t["status"] == "ok"]
+    ok = [t for t in row.summary.counted if t["status"] == "ok"]
+    set_aside = row.summary.excluded_successes
     if not ok:
-        failed.append("quality: no successful trial")
-    else:
+        failed.append("quality: no successful trial" + (f" left ({set_aside} excluded)" if set_aside else ""))
+    elif len(ok) < 2 and set_aside:
+        # Exclusions must not let one lucky repetition win: with fewer than two left, nothing is compared.
+        failed.append(f"comparison: cannot be compared, {len(ok)} successful trial left after {set_aside} excluded")
+    if ok:
         rejected = [t for t in ok if not t["corpus_accepted"]]
         if rejected:
             misses = sorted({f"{v['metric']} {v['value']:.3f} < {v['threshold']}" for t in rejected
@@ -233,7 +241,8 @@ def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
     infeasible = [row for row in rows if not row.feasible]
     to_measure = _to_measure(rows, question, catalog)
     return Report(view.name, view.title, question, corpus_entries, catalog.version, rows, ranked, infeasible, to_measure,
-                  problems, **_answer(question, ranked, infeasible, rows, to_measure, corpus_entries))
+                  problems, **_answer(question, ranked, infeasible, rows, to_measure, corpus_entries),
+                  exclusions=tuple(view.exclusion_table()))
 
 
 def _answer(question: Question, ranked: list[Row], infeasible: list[Row], rows: list[Row], to_measure: list[dict],

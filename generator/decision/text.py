@@ -23,7 +23,8 @@ def report_dict(report: Report) -> dict:
         return {
             "configuration": row.key, "label": row.label, "variant": row.summary.name, "settings": row.summary.config,
             "hardware": configuration.hardware, "software": configuration.software,
-            "trials": row.statuses, "accepted_trials": row.summary.accepted, "ids_match": row.summary.ids_match,
+            "trials": row.statuses, "excluded_trials": sorted(row.summary.excluded),
+            "accepted_trials": row.summary.accepted, "ids_match": row.summary.ids_match,
             "verdicts": [{k: v[k] for k in ("metric", "threshold", "median", "passed", "judged")} for v in row.summary.verdicts()],
             "measured_window_s": [round(s, 6) for s in row.summary.seconds],
             "median_s": row.summary.median, "min_s": row.summary.minimum, "max_s": row.summary.maximum,
@@ -61,6 +62,10 @@ def report_dict(report: Report) -> dict:
         "infeasible": [row_dict(row) for row in report.infeasible],
         "to_measure": [{"gpu": c["card"].slug, "gpu_name": c["card"].name, "days": c["days"], "price_for_window": _text(c["total"]),
                         "currency": c["currency"], "reason": c["reason"], "time": None, "quality": None} for c in report.to_measure],
+        "exclusions": [{**{k: v for k, v in entry.items() if k != "withdrawal"},
+                        "withdrawal": None if entry["withdrawal"] is None else {
+                            k: entry["withdrawal"][k] for k in ("record_id", "created_at", "reason")}}
+                       for entry in report.exclusions],
         "problems": report.problems,
     }
 
@@ -99,6 +104,22 @@ def describe_report(report: Report) -> str:
         for card in report.to_measure:
             price = f"{card['total']} {card['currency']} for a {card['days']}-day lot" if card["total"] is not None else card["reason"]
             lines.append(f"  - {card['card'].name}: {price}")
+    lines += exclusions_text(report.exclusions)
     if report.problems:
         lines += ["", "Problems:", *(f"  - {problem}" for problem in report.problems)]
     return "\n".join(lines)
+
+
+def exclusions_text(exclusions) -> list[str]:
+    """List each exclusion with what it set aside in every configuration, checked or not, and any withdrawal."""
+    lines = []
+    for entry in exclusions:
+        withdrawal = entry["withdrawal"]
+        state = (f"withdrawn {withdrawal['created_at']} ({withdrawal['reason']}): its trials count again" if withdrawal
+                 else "applies")
+        lines += ["", f"Exclusion {entry['record_id']}, recorded {entry['recorded_at']}"
+                  + (" after the results" if entry["after_results"] else "") + f", {state}:", f"  rule: {entry['rule']}"]
+        for row in entry["configurations"]:
+            trials = ", ".join(row["trials"]) or "none"
+            lines.append(f"  - {row['label']}: {trials}" + ("" if row["checked"] else " (not checked against this rule)"))
+    return lines

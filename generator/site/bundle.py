@@ -68,6 +68,7 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
     files["verdicts.json"] = _json({t["record_id"]: {"variant": t["variant"], "configuration": configurations[t["record_id"]],
                                                      "status": t["status"],
                                                      "corpus_accepted": t["corpus_accepted"], "id_check": t.get("id_check"),
+                                                     "excluded_by": view.excluded.get(t["record_id"]),
                                                      "verdicts": (t.get("quality") or {}).get("verdicts")} for t in view.trials})
     files["trials.csv"] = (trials_csv(trial_table(view)) if table_csv is None else table_csv).encode("utf-8")
     price_catalog = price_catalog or load_catalog(catalog_path)
@@ -80,6 +81,10 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
             source = runs / rental["receipt"]["path"]
             if source.is_file():
                 files[f"receipts/{rental['receipt']['sha256'][:16]}/{bag_name(source.name)}"] = source.read_bytes()
+    for exclusion in view.exclusions:
+        document = exclusion["document"]
+        if "path" in document and (runs / document["path"]).is_file():
+            files[f"documents/{document['sha256'][:16]}/{bag_name(Path(document['path']).name)}"] = (runs / document["path"]).read_bytes()
     for note in loaded_notes if loaded_notes is not None else load_notes(notes_dir):
         if note.meta.get("campaign") == view.name:
             files[f"notes/{bag_name(note.source)}"] = (Path(notes_dir) / note.source).read_bytes()

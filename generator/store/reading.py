@@ -153,7 +153,31 @@ def load(runs_dir: Path) -> Loaded:
         if collecting:
             gc.enable()
     _repeated_deliverables(loaded)
+    _unknown_references(loaded)
     return loaded
+
+
+def _unknown_references(loaded: Loaded) -> None:
+    """Report an exclusion naming a trial its campaign lacks, and a withdrawal naming an exclusion it lacks."""
+    trials = {(r["campaign"], r["record_id"]) for r in loaded.records if r["kind"] == "trial"}
+    exclusions = {(r["campaign"], r["record_id"]) for r in loaded.records if r["kind"] == "exclusion"}
+    withdrawn: dict[tuple, str] = {}
+    for record, where in zip(loaded.records, loaded.sources, strict=True):
+        if record["kind"] == "exclusion":
+            for trial_id in record["trials"]:
+                if (record["campaign"], trial_id) not in trials:
+                    loaded.problems.append(f"{where}: exclusion {record['record_id']} names trial {trial_id}, which is not a "
+                                           f"trial of campaign {record['campaign']}; it excludes nothing there")
+        elif record["kind"] == "withdrawal":
+            key = (record["campaign"], record["exclusion_id"])
+            if key not in exclusions:
+                loaded.problems.append(f"{where}: withdrawal {record['record_id']} names exclusion {record['exclusion_id']}, "
+                                       f"which is not an exclusion of campaign {record['campaign']}")
+            elif key in withdrawn:
+                loaded.problems.append(f"{where}: withdrawal {record['record_id']} withdraws exclusion {record['exclusion_id']} "
+                                       f"again (first by {withdrawn[key]}); the first withdrawal stands")
+            else:
+                withdrawn[key] = record["record_id"]
 
 
 def _repeated_deliverables(loaded: Loaded) -> None:

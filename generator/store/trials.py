@@ -12,7 +12,7 @@ CSV_COLUMNS = ["record_id", "run_id", "created_at", "configuration", "variant", 
                "sequence", "status", "failed_phase", "error", "entries_expected", "entries_completed", "measured_window_s",
                *[f"{phase}_s" for phase in PHASES if phase != "measured_window"],
                "throughput_entries_per_s", "ids_match", "accuracy", "macro_f1", "agreement", "corpus_accepted",
-               "predictions_sha256", "protocol_fingerprint"]
+               "predictions_sha256", "protocol_fingerprint", "excluded_by", "exclusion_rule"]
 COPIED = ("record_id", "run_id", "created_at", "variant", "series", "repetition", "sequence", "status", "failed_phase", "error",
           "entries_expected", "entries_completed", "throughput_entries_per_s", "corpus_accepted", "protocol_fingerprint")
 OBJECT_COLUMNS = [*CSV_COLUMNS, "configuration_key", "accepted"]  # then two float columns: window_s and one_time_s
@@ -27,10 +27,12 @@ def trial_table(view: CampaignView):
     shared = {id(summary): (summary.label, summary.key, summary.configuration.hardware, summary.configuration.software)
               for summary in view.variants}
     of_trial = {t["record_id"]: shared[id(summary)] for summary in view.variants for t in summary.trials}
+    rules = {exclusion["record_id"]: exclusion["rule"] for exclusion in view.exclusions}
     cells = np.empty((len(view.trials), len(OBJECT_COLUMNS)), dtype=object)
     windows, one_times = np.full(len(view.trials), np.nan), np.full(len(view.trials), np.nan)
     for index, trial in enumerate(view.trials):
-        cells[index], windows[index], one_times[index] = _row(trial, of_trial[trial["record_id"]])
+        exclusion = view.excluded.get(trial["record_id"])
+        cells[index], windows[index], one_times[index] = _row(trial, of_trial[trial["record_id"]], exclusion, rules.get(exclusion))
     # One object block keeps each cell as the record holds it (an int stays an int beside an empty cell in the CSV);
     # built whole, it costs a tenth of a column-by-column frame, which matters at a thousand campaigns per build.
     table = pd.DataFrame(cells, columns=OBJECT_COLUMNS, copy=False)
@@ -38,7 +40,7 @@ def trial_table(view: CampaignView):
     return table
 
 
-def _row(trial: dict, configuration: tuple) -> tuple[tuple, float, float]:
+def _row(trial: dict, configuration: tuple, exclusion: str | None, rule: str | None) -> tuple[tuple, float, float]:
     phases = trial["phases"]
     overall = (trial.get("quality") or {}).get("overall") or {}
     ok = trial["status"] == "ok"
@@ -52,6 +54,7 @@ def _row(trial: dict, configuration: tuple) -> tuple[tuple, float, float]:
         "accuracy": overall.get("accuracy"), "macro_f1": overall.get("macro_f1"), "agreement": overall.get("agreement"),
         "predictions_sha256": (trial.get("predictions") or {}).get("sha256"),
         "accepted": bool(trial["corpus_accepted"]),
+        "excluded_by": exclusion, "exclusion_rule": rule,
     }
     window = phases["measured_window"]["duration_ns"] / 1e9 if ok else float("nan")
     # A phase skipped on purpose (no compilation) has no duration: it adds nothing to a one-time cost.

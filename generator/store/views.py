@@ -34,9 +34,10 @@ class VariantSummary:
     configuration: Configuration | None = None
     label: str = ""
     durations: tuple[tuple[str, float], ...] = ()
-    ok: int = 0
+    ok: int = 0  # successful trials that count: excluded ones are left out of every figure
     failed: int = 0
     accepted: int = 0
+    excluded: frozenset[str] = frozenset()  # its trials set aside by an active exclusion (kept, shown, not counted)
     _peaks: dict = field(default_factory=dict, repr=False, compare=False)  # a cache of figures, filled on first use
 
     def __post_init__(self):
@@ -47,6 +48,16 @@ class VariantSummary:
     def key(self) -> str:
         """Return the configuration's stable identifier (HTML ids, CSV cells)."""
         return self.configuration.key if self.configuration else self.name
+
+    @property
+    def counted(self) -> tuple[dict, ...]:
+        """Return the trials every figure is read from: all but the excluded ones, in run order."""
+        return tuple(t for t in self.trials if t["record_id"] not in self.excluded) if self.excluded else self.trials
+
+    @property
+    def excluded_successes(self) -> int:
+        """Count the successful trials an exclusion set aside."""
+        return sum(1 for t in self.trials if t["record_id"] in self.excluded and t["status"] == "ok")
 
     @property
     def seconds(self) -> list[float]:
@@ -66,18 +77,18 @@ class VariantSummary:
 
     @property
     def throughput(self) -> float | None:
-        rates = [t["throughput_entries_per_s"] for t in self.trials if t["status"] == "ok" and t.get("throughput_entries_per_s")]
+        rates = [t["throughput_entries_per_s"] for t in self.counted if t["status"] == "ok" and t.get("throughput_entries_per_s")]
         return statistics.median(rates) if rates else None
 
     @property
     def ids_match(self) -> bool | None:
-        checks = [t["id_check"]["ids_match"] for t in self.trials if t.get("id_check")]
+        checks = [t["id_check"]["ids_match"] for t in self.counted if t.get("id_check")]
         return all(checks) if checks else None
 
     def verdicts(self) -> list[dict]:
         """Per threshold: the metric, threshold, median value over ok trials and passes/ok."""
         rows = {}
-        for trial in self.trials:
+        for trial in self.counted:
             for verdict in (trial.get("quality") or {}).get("verdicts", []):
                 row = rows.setdefault(verdict["metric"], {"metric": verdict["metric"], "threshold": verdict["threshold"],
                                                           "values": [], "passed": 0, "judged": 0, "reason": verdict["reason"]})
@@ -97,7 +108,7 @@ class VariantSummary:
         return self._peaks[key]
 
     def _peak(self, key: str) -> tuple[int | None, str | None]:
-        values = [phase[key] for t in self.trials if t["status"] == "ok" for phase in t["phases"].values() if phase.get(key) is not None]
+        values = [phase[key] for t in self.counted if t["status"] == "ok" for phase in t["phases"].values() if phase.get(key) is not None]
         if values:
             return max(values), None
         if not key.startswith("gpu_"):
@@ -108,7 +119,7 @@ class VariantSummary:
     def bucket_quality(self, metric: str) -> dict[str, float | None]:
         """Median METRIC per bucket over ok trials."""
         per_bucket = {}
-        for trial in self.trials:
+        for trial in self.counted:
             for name, scores in ((trial.get("quality") or {}).get("buckets") or {}).items():
                 per_bucket.setdefault(name, [])
                 if scores.get(metric) is not None:
@@ -130,6 +141,30 @@ class CampaignView:
     problems: tuple[str, ...]
     missing_predictions: frozenset[str] = frozenset()  # trials whose prediction file is not in the runs folder
     failure: str | None = None  # why the campaign's records could not be read into a view (then it holds none)
+    exclusions: tuple[dict, ...] = ()  # every exclusion recorded, withdrawn ones included, in the order recorded
+    withdrawals: tuple[dict, ...] = ()
+    excluded: dict = field(default_factory=dict)  # trial id -> id of the active exclusion that sets it aside
+
+    def withdrawal_of(self, exclusion_id: str) -> dict | None:
+        """Return the withdrawal of an exclusion, or None while it applies."""
+        return next((w for w in self.withdrawals if w["exclusion_id"] == exclusion_id), None)
+
+    def exclusion_table(self) -> list[dict]:
+        """Per exclusion: its rule, document, times, withdrawal and, for every configuration, the trials it set aside."""
+        last_trial = max((t["created_at"] for t in self.trials), default=None)
+        table = []
+        for exclusion in self.exclusions:
+            withdrawal = self.withdrawal_of(exclusion["record_id"])
+            applies = withdrawal is None
+            rows = [{"label": s.label, "key": s.key, "checked": s.key in exclusion["checked_configurations"],
+                     "trials": [t["record_id"] for t in s.trials if t["record_id"] in exclusion["trials"]
+                                and (not applies or self.excluded.get(t["record_id"]) == exclusion["record_id"])]}
+                    for s in self.variants]
+            table.append({"record_id": exclusion["record_id"], "rule": exclusion["rule"], "document": exclusion["document"],
+                          "recorded_at": exclusion["created_at"], "after_results": bool(last_trial) and exclusion["created_at"] > last_trial,
+                          "withdrawal": withdrawal, "configurations": rows,
+                          "unchecked": [row["label"] for row in rows if not row["checked"]]})
+        return table
 
     @property
     def fingerprints(self) -> list[str]:
@@ -211,8 +246,11 @@ def separate(first: VariantSummary, second: VariantSummary) -> dict:
     """Compare two variants' raw durations: separated only when ranges do not overlap and spread < gap."""
     names = f"{first.label} and {second.label}"
     if len(first.seconds) < 2 or len(second.seconds) < 2:
+        caused = [f"{s.label} has {len(s.seconds)} left, {s.excluded_successes} excluded" for s in (first, second)
+                  if len(s.seconds) < 2 and s.excluded_successes]
+        because = f" Exclusions caused it: {'; '.join(caused)}." if caused else ""
         return {"pair": (first.label, second.label), "separated": None,
-                "text": f"{names}: cannot be compared, fewer than two successful trials for at least one of them."}
+                "text": f"{names}: cannot be compared, fewer than two successful trials for at least one of them.{because}"}
     gap = abs(first.median - second.median)
     spread = max(first.maximum - first.minimum, second.maximum - second.minimum)
     overlap = max(first.minimum, second.minimum) <= min(first.maximum, second.maximum)
@@ -273,13 +311,29 @@ def _view(name: str, mine: list[dict], problems: list[str], present: set[str] | 
     problems += [f"{t['predictions']['path']}: prediction file of trial {t['record_id']} is missing from the runs folder"
                  for t in trials if t["record_id"] in missing]
     title = manifests[-1].get("title") if manifests and manifests[-1].get("title") else name
+    exclusions = of_kind("exclusion", lambda r: (r["created_at"], r["record_id"]))
+    withdrawals = of_kind("withdrawal", lambda r: (r["created_at"], r["record_id"]))
+    excluded = _excluded(exclusions, withdrawals, {t["record_id"] for t in trials})
     return CampaignView(name, title, manifests, trials, of_kind("rental", lambda r: r["created_at"]),
                         of_kind("deliverable", lambda r: (r["created_at"], r["record_id"])),
-                        _summaries(trials, {m["record_id"]: m for m in manifests}), tuple(problems), missing)
+                        _summaries(trials, {m["record_id"]: m for m in manifests}, excluded), tuple(problems), missing,
+                        exclusions=exclusions, withdrawals=withdrawals, excluded=excluded)
 
 
-def _summaries(trials: tuple[dict, ...], manifests: dict) -> tuple[VariantSummary, ...]:
-    """Pool trials per configuration only: merged folders from two machines give two rows."""
+def _excluded(exclusions: tuple, withdrawals: tuple, trial_ids: set[str]) -> dict[str, str]:
+    """Map each trial an exclusion still applies to (none withdrew it) to the first such exclusion."""
+    withdrawn = {w["exclusion_id"] for w in withdrawals}
+    excluded: dict[str, str] = {}
+    for exclusion in exclusions:
+        if exclusion["record_id"] not in withdrawn:
+            for trial_id in exclusion["trials"]:
+                if trial_id in trial_ids:  # a trial of another campaign or none at all is a problem check names
+                    excluded.setdefault(trial_id, exclusion["record_id"])
+    return excluded
+
+
+def _summaries(trials: tuple[dict, ...], manifests: dict, excluded: dict) -> tuple[VariantSummary, ...]:
+    """Pool trials per configuration only: merged folders from two machines give two rows; excluded trials count in none."""
     pooled: dict[Configuration, list[dict]] = {}
     for trial in trials:
         pooled.setdefault(configuration_of(trial, manifests.get(trial.get("manifest_id"))), []).append(trial)
@@ -287,12 +341,14 @@ def _summaries(trials: tuple[dict, ...], manifests: dict) -> tuple[VariantSummar
     summaries = []
     for configuration, mine in pooled.items():
         first = mine[0]
-        ok = [t for t in mine if t["status"] == "ok"]
+        counted = [t for t in mine if t["record_id"] not in excluded]
+        ok = [t for t in counted if t["status"] == "ok"]
         summaries.append(VariantSummary(
             first["variant"], first.get("series") or first["variant_config"].get("series", "main"), first["variant_config"],
             tuple(mine), configuration, labels[configuration],
             tuple((t["record_id"], t["phases"]["measured_window"]["duration_ns"] / 1e9) for t in ok),
-            len(ok), len(mine) - len(ok), sum(bool(t["corpus_accepted"]) for t in ok)))
+            len(ok), len(counted) - len(ok), sum(bool(t["corpus_accepted"]) for t in ok),
+            frozenset(t["record_id"] for t in mine if t["record_id"] in excluded)))
     return tuple(summaries)
 
 
