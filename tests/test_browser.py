@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iteralab.decision import exclusions
+from iteralab.decision import costs, exclusions
 from iteralab.site import pages
 from iteralab.site.build import build_site
 from iteralab.store import reading, records
@@ -69,6 +69,11 @@ def site(tmp_path_factory):
     withdrawn = exclusions.add_exclusion(runs_dir=runs, campaign="merged", rule="a neighbour's job on the host",
                                          trials=[merged_trial["record_id"]], document="host log", checked=[])
     exclusions.withdraw_exclusion(runs_dir=runs, campaign="merged", exclusion_id=withdrawn["record_id"], reason="another host")
+    # Other costs, one carried by a single configuration: the cost table, the unequal-items warning and the totals table.
+    labels = [summary.label for summary in exclusions.campaign_view(runs, "merged").variants]
+    costs.add_expense(runs_dir=runs, campaign="merged", amount="12.50", currency="USD", justification="setup hours <i>on one card</i>",
+                      configurations=labels[:1])
+    costs.add_expense(runs_dir=runs, campaign="merged", amount="3", currency="USD", justification="storage", all_configurations=True)
     notes = root / "notes"
     notes.mkdir()
     (notes / "decision.md").write_text(HOSTILE_NOTE, encoding="utf-8")

@@ -292,7 +292,7 @@ def test_payload_holds_every_record_input_prediction_receipt_and_note_of_the_cam
     assert sorted(files) == sorted([
         *(f"records/{path.name}" for path in record_files), f"manifests/{manifest['record_id']}.json", "inputs/c.jsonl", "protocol.json",
         "corpus-fingerprint.json", "predictions/p.csv", "verdicts.json", "trials.csv", "catalog.csv", "decision.json",
-        "decision.txt", f"receipts/{rental['receipt']['sha256'][:16]}/reçu_sept.pdf", "notes/mine.md", "index.html"])
+        "decision.txt", "costs.focus.csv", f"receipts/{rental['receipt']['sha256'][:16]}/reçu_sept.pdf", "notes/mine.md", "index.html"])
     assert all(files[f"records/{path.name}"] == path.read_bytes() for path in record_files)
     assert json.loads(files[f"manifests/{manifest['record_id']}.json"]) == manifest
     assert files["inputs/c.jsonl"] == b'{"id": "e1", "text": "x"}\n'

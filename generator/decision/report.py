@@ -14,6 +14,7 @@ from iteralab.decision.plan import Plan, decimal_hours, plan_row, span, span_ran
 from iteralab.decision.question import Question, question_of
 from iteralab.money.catalog import Catalog, load_catalog, money
 from iteralab.money.schedule import format_hours
+from iteralab.store import expenses
 from iteralab.store.configuration import catalog_card, manifest_gpus, name_matches
 from iteralab.store.reading import load
 from iteralab.store.trials import trial_table
@@ -42,6 +43,15 @@ class Row:
     deliverables: int = 0
     cost_per_corpus: Decimal | None = None
     cost_reason: str | None = None
+    cost_includes: str | None = None  # which costs the cost per validated corpus sums
+    other_items: tuple = ()  # the expenses that apply to this configuration
+    other_costs: Decimal | None = None
+    other_currency: str | None = None
+    other_reason: str | None = None
+    planned_total: Decimal | None = None  # planned package + other costs; never added to observed money
+    planned_total_reason: str | None = None
+    observed_total: Decimal | None = None  # observed package + other costs
+    observed_total_reason: str | None = None
     conditions: tuple = ()
 
     @property
@@ -80,6 +90,8 @@ class Report:
     tie: str | None = None
     fastest: Row | None = None
     exclusions: tuple = ()  # the campaign's exclusions, each listed for every configuration (CampaignView.exclusion_table)
+    unequal: tuple = ()  # expenses that apply to some configurations only (store.expenses.unequal)
+    unequal_note: str | None = None  # how the ranking treats them, in words
 
 
 def _figures(table) -> dict:
@@ -133,8 +145,9 @@ def check_rentals(view: CampaignView) -> tuple[dict, list[str]]:
     return links, problems
 
 
-def _observed(row: Row, links: dict, rows_by_run: dict) -> Row:
-    """Return ROW with the rentals validly linked to its runs summed, once each, and its cost per delivered corpus."""
+def _observed(row: Row, links: dict, rows_by_run: dict, items: tuple = ()) -> Row:
+    """Return ROW with the rentals validly linked to its runs summed, once each, its other costs (ITEMS), the totals
+    and its cost per delivered corpus."""
     runs = sorted({trial["run_id"] for trial in row.summary.trials})
     rentals = {r["record_id"]: r for run in runs for r in links.get(run, [])}
     found = {"observed_rentals": tuple(sorted(rentals.values(), key=lambda r: r["created_at"])),
@@ -147,13 +160,28 @@ def _observed(row: Row, links: dict, rows_by_run: dict) -> Row:
     else:
         found["observed_spend"] = money(sum((Decimal(r["total"]) for r in rentals.values()), Decimal(0)))
         found["observed_currency"] = currencies.pop()
+    found.update(_other_costs(row, items, found.get("observed_spend"), found.get("observed_currency")))
     if found.get("observed_spend") is None:
         found["cost_reason"] = f"undefined: {found['observed_reason']}"
+    elif found["observed_total"] is None:
+        found["cost_reason"] = f"undefined: {found['observed_total_reason']}"
     elif row.deliverables == 0:
         found["cost_reason"] = "undefined: no accepted deliverable"
     else:
-        found["cost_per_corpus"] = money(found["observed_spend"] / row.deliverables)
+        found["cost_per_corpus"] = money(found["observed_total"] / row.deliverables)
     return dataclasses.replace(row, **found)
+
+
+def _other_costs(row: Row, items: tuple, observed: Decimal | None, observed_currency: str | None) -> dict:
+    """Sum the other costs of a configuration and add them to its planned and to its observed package spend, apart."""
+    other, currency, reason = expenses.total(items)
+    planned = (expenses.plus(row.plan.total, row.plan.currency, items) if row.plan
+               else (None, None, f"no planned package ({row.plan_reason})"))
+    observed_sum = expenses.plus(observed, observed_currency, items) if observed is not None else (
+        None, None, "no observed package spend")
+    return {"other_items": items, "other_costs": other, "other_currency": currency, "other_reason": reason,
+            "planned_total": planned[0], "planned_total_reason": planned[2],
+            "observed_total": observed_sum[0], "observed_total_reason": observed_sum[2], "cost_includes": observed_sum[2]}
 
 
 def _conditions(row: Row, question: Question) -> list[str]:
@@ -235,14 +263,27 @@ def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
             rows_by_run.setdefault(trial["run_id"], set()).add(summary.key)
     rows = []
     for row in planned:
-        row = _observed(row, links, rows_by_run)
+        row = _observed(row, links, rows_by_run, tuple(e for e in view.expenses if expenses.applies(e, row.key)))
         rows.append(dataclasses.replace(row, conditions=tuple(_conditions(row, question))))
     ranked = sorted((row for row in rows if row.feasible), key=_rank_key)
     infeasible = [row for row in rows if not row.feasible]
     to_measure = _to_measure(rows, question, catalog)
     return Report(view.name, view.title, question, corpus_entries, catalog.version, rows, ranked, infeasible, to_measure,
                   problems, **_answer(question, ranked, infeasible, rows, to_measure, corpus_entries),
-                  exclusions=tuple(view.exclusion_table()))
+                  exclusions=tuple(view.exclusion_table()), **_unequal(view, rows, ranked))
+
+
+def _unequal(view: CampaignView, rows: list[Row], ranked: list[Row]) -> dict:
+    """Name the expenses that only some configurations carry, and say how the ranking treats them."""
+    found = expenses.unequal(view.expenses, [(row.key, row.label) for row in rows])
+    if not found:
+        return {"unequal": (), "unequal_note": None}
+    note = ("The ranking orders by planned package spend, the items every configuration carries alike; other costs that "
+            "only some configurations carry are shown beside it and never decide the order.")
+    with_others = sorted(ranked, key=lambda row: (row.planned_total is None, row.planned_total or 0, _rank_key(row)))
+    if [row.key for row in with_others] != [row.key for row in ranked] and all(row.planned_total is not None for row in ranked):
+        note += f" Counted in, they would put {with_others[0].label} first: compare the items before deciding."
+    return {"unequal": tuple(found), "unequal_note": note}
 
 
 def _answer(question: Question, ranked: list[Row], infeasible: list[Row], rows: list[Row], to_measure: list[dict],

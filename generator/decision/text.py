@@ -12,6 +12,21 @@ def _text(value) -> str | None:
     return None if value is None else str(value)
 
 
+def _observed_and_other(row: Row) -> dict:
+    """Return a row's observed package spend, its other costs and the two totals, each apart."""
+    return {
+        "observed": {"spend": _text(row.observed_spend), "currency": row.observed_currency,
+                     "rentals": [r["record_id"] for r in row.observed_rentals], "reason": row.observed_reason,
+                     "shared_with_configurations": row.shared_with, "deliverables": row.deliverables,
+                     "cost_per_validated_corpus": _text(row.cost_per_corpus), "cost_reason": row.cost_reason,
+                     "cost_includes": row.cost_includes},
+        "other_costs": {"total": _text(row.other_costs), "currency": row.other_currency, "reason": row.other_reason,
+                        "expenses": [e["record_id"] for e in row.other_items]},
+        "planned_total": {"total": _text(row.planned_total), "includes": row.planned_total_reason},
+        "observed_total": {"total": _text(row.observed_total), "includes": row.observed_total_reason},
+    }
+
+
 def report_dict(report: Report) -> dict:
     """Return every figure of the report as plain data; money and hours as decimal strings."""
     question = report.question
@@ -36,11 +51,7 @@ def report_dict(report: Report) -> dict:
                 "gpu": row.plan.card.slug, "days": row.plan.days, "lots": row.plan.lots, "price_per_lot": str(row.plan.price_per_lot),
                 "total": str(row.plan.total), "currency": row.plan.currency, "catalog_version": row.plan.catalog_version,
                 "package_hours": row.plan.package_hours, "spare_hours": format_hours(row.plan.spare_hours)},
-            "planned_reason": row.plan_reason,
-            "observed": {"spend": _text(row.observed_spend), "currency": row.observed_currency,
-                         "rentals": [r["record_id"] for r in row.observed_rentals], "reason": row.observed_reason,
-                         "shared_with_configurations": row.shared_with, "deliverables": row.deliverables,
-                         "cost_per_validated_corpus": _text(row.cost_per_corpus), "cost_reason": row.cost_reason},
+            "planned_reason": row.plan_reason, **_observed_and_other(row),
             "feasible": row.feasible, "conditions_failed": list(row.conditions),
         }
 
@@ -66,6 +77,7 @@ def report_dict(report: Report) -> dict:
                         "withdrawal": None if entry["withdrawal"] is None else {
                             k: entry["withdrawal"][k] for k in ("record_id", "created_at", "reason")}}
                        for entry in report.exclusions],
+        "unequal_items": list(report.unequal), "unequal_note": report.unequal_note,
         "problems": report.problems,
     }
 
@@ -92,6 +104,10 @@ def describe_report(report: Report) -> str:
         lines.append(f"{rank:>3}. {row.label}")
         lines.append(f"     median {row.summary.median:.3f} s per corpus; projected {span_range(row.hours)} on {row.lots} lot(s); "
                      f"planned {planned_text(row)}; observed {observed}; deliverables {row.deliverables}")
+        if row.other_items:
+            other = f"{row.other_costs} {row.other_currency}" if row.other_costs is not None else row.other_reason
+            planned_total = f"{row.planned_total} {row.plan.currency}" if row.planned_total is not None else row.planned_total_reason
+            lines.append(f"     other costs {other}; planned package and other costs {planned_total}")
     if not report.ranked:
         lines.append("  none")
     lines += ["", "Infeasible:"]
@@ -104,6 +120,11 @@ def describe_report(report: Report) -> str:
         for card in report.to_measure:
             price = f"{card['total']} {card['currency']} for a {card['days']}-day lot" if card["total"] is not None else card["reason"]
             lines.append(f"  - {card['card'].name}: {price}")
+    if report.unequal:
+        lines += ["", "Unequal items (other costs that only some configurations carry):"]
+        lines += [f"  - {item['justification']} ({item['amount']} {item['currency']}, {item['record_id']}): not carried by "
+                  f"{'; '.join(item['without'])}" for item in report.unequal]
+        lines.append(f"  {report.unequal_note}")
     lines += exclusions_text(report.exclusions)
     if report.problems:
         lines += ["", "Problems:", *(f"  - {problem}" for problem in report.problems)]

@@ -16,6 +16,7 @@ from iteralab.core.paths import DEFAULT_RUNS, notes_folder
 from iteralab.decision.report import decide
 from iteralab.decision.text import describe_report, report_dict
 from iteralab.money.catalog import load_catalog
+from iteralab.site.focus import focus_csv
 from iteralab.site.notes import load_notes
 from iteralab.site.render import jinja_environment, pretty_json
 from iteralab.store.reading import load
@@ -76,6 +77,7 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
     report = report or decide(view, price_catalog)
     files["decision.json"] = _json(report_dict(report))
     files["decision.txt"] = (describe_report(report) + "\n").encode("utf-8")
+    files["costs.focus.csv"] = focus_csv(view, report).encode("utf-8")
     for rental in view.rentals:
         if rental.get("receipt"):
             source = runs / rental["receipt"]["path"]

@@ -17,7 +17,7 @@ from iteralab.core.errors import UserError
 from iteralab.core.files import writing
 
 SCHEMA_VERSION = 1
-KINDS = ("manifest", "trial", "rental", "deliverable", "exclusion", "withdrawal")
+KINDS = ("manifest", "trial", "rental", "deliverable", "exclusion", "withdrawal", "expense")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DRIVE_PATTERN = re.compile(r"[A-Za-z]:")  # C:foo is absolute on Windows
 
@@ -105,7 +105,7 @@ def safe_relative_path(value: str) -> bool:
 
 # Where each kind keeps paths into the runs folder.
 PATH_FIELDS = {"manifest": ("corpus",), "trial": ("predictions",), "rental": ("receipt",), "deliverable": (),
-               "exclusion": ("document",), "withdrawal": ()}
+               "exclusion": ("document",), "withdrawal": (), "expense": ("receipt",)}
 
 
 def _path_problems(record: dict) -> list[str]:

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from iteralab.core.errors import CampaignFailed, within_campaign
 from iteralab.money.catalog import cost_per_validated_corpus, money
+from iteralab.store import expenses
 from iteralab.store.configuration import Configuration, configuration_of
 from iteralab.store.reading import Loaded
 
@@ -144,6 +145,7 @@ class CampaignView:
     exclusions: tuple[dict, ...] = ()  # every exclusion recorded, withdrawn ones included, in the order recorded
     withdrawals: tuple[dict, ...] = ()
     excluded: dict = field(default_factory=dict)  # trial id -> id of the active exclusion that sets it aside
+    expenses: tuple[dict, ...] = ()  # other project costs, never package spend
 
     def withdrawal_of(self, exclusion_id: str) -> dict | None:
         """Return the withdrawal of an exclusion, or None while it applies."""
@@ -230,16 +232,20 @@ class CampaignView:
         currencies = sorted({r["currency"] for r in self.rentals})
         spend = money(sum((Decimal(r["total"]) for r in self.rentals), Decimal(0))) if self.rentals else None
         accepted = len(self.distinct_deliverables())
+        other, other_currency, other_reason = expenses.total(self.expenses)
+        includes = None
         if spend is None:
             per, reason = None, "undefined: no rental recorded, so the spend is unknown"
         elif len(currencies) > 1:
             per, reason = None, f"undefined: rentals mix currencies ({', '.join(currencies)})"
         else:
-            per, reason = cost_per_validated_corpus(spend, accepted)
-            if per is None:
+            whole, _, includes = expenses.plus(spend, currencies[0], self.expenses)
+            per, reason = (None, f"undefined: {includes}") if whole is None else cost_per_validated_corpus(whole, accepted)
+            if whole is not None and per is None:
                 reason = "undefined: no accepted deliverable"
         return {"rentals": self.rentals, "spend": spend, "currency": currencies[0] if currencies else None,
-                "deliverables": accepted, "cost_per_validated_corpus": per, "reason": reason}
+                "expenses": self.expenses, "other": other, "other_currency": other_currency, "other_reason": other_reason,
+                "deliverables": accepted, "cost_per_validated_corpus": per, "reason": reason, "includes": includes}
 
 
 def separate(first: VariantSummary, second: VariantSummary) -> dict:
@@ -317,7 +323,8 @@ def _view(name: str, mine: list[dict], problems: list[str], present: set[str] | 
     return CampaignView(name, title, manifests, trials, of_kind("rental", lambda r: r["created_at"]),
                         of_kind("deliverable", lambda r: (r["created_at"], r["record_id"])),
                         _summaries(trials, {m["record_id"]: m for m in manifests}, excluded), tuple(problems), missing,
-                        exclusions=exclusions, withdrawals=withdrawals, excluded=excluded)
+                        exclusions=exclusions, withdrawals=withdrawals, excluded=excluded,
+                        expenses=of_kind("expense", lambda r: (r["created_at"], r["record_id"])))
 
 
 def _excluded(exclusions: tuple, withdrawals: tuple, trial_ids: set[str]) -> dict[str, str]:

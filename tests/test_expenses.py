@@ -1,0 +1,145 @@
+"""Other project costs (#19): recorded apart from package spend, summed per configuration, exported as FOCUS 1.2."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import zipfile
+
+import pytest
+from bs4 import BeautifulSoup
+
+from iteralab.store import records
+from tests import factory
+from tests.test_exclusions import A1, A8, CPU1, machines  # noqa: F401 - the merged two-machine fixture
+
+SETUP = "two setup hours paid on the RTX 4090 machine only"
+STORAGE = "storage for the corpus and predictions"
+FOCUS_CATEGORIES = {"Usage", "Purchase", "Tax", "Credit", "Adjustment"}
+FOCUS_FREQUENCIES = {"One-Time", "Recurring", "Usage-Based"}
+FOCUS_MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+
+
+@pytest.fixture
+def costed(machines):  # noqa: F811 - pytest's fixture by name
+    """The merged machines with a rental for the RTX 4090 run, a deliverable, and two expenses: one for A8 only."""
+    runs, written = machines
+    records.append(runs, factory.rental("merged", runs=["run-4090"]))
+    records.append(runs, factory.deliverable("merged", written["run-4090"]["b8"][0]))
+    return runs, written
+
+
+def _add(cli, runs, *args):
+    code, out, err = cli("expense", "add", "--campaign", "merged", "--currency", "USD", "--date", "2026-09-29", *args,
+                         "--runs", runs, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_other_costs_sit_beside_package_spend_and_unequal_items_are_named(costed, cli, tmp_path):
+    runs, _ = costed
+    setup = _add(cli, runs, "--amount", "12.5", "--justification", SETUP, "--configuration", A8)
+    _add(cli, runs, "--amount", "3", "--justification", STORAGE, "--all-configurations")
+    assert setup["amount"] == "12.50" and setup["applies_to"] != "all" and setup["configuration_labels"] == [A8]
+    data = json.loads(cli("decide", "merged", "--runs", runs, "--json")[1])
+    rows = {row["label"]: row for row in data["ranked"] + data["infeasible"]}
+    # A8: package 47.14 planned and observed; other costs 12.50 + 3.00; one deliverable.
+    assert rows[A8]["planned"]["total"] == "47.14" and rows[A8]["observed"]["spend"] == "47.14"
+    assert rows[A8]["other_costs"]["total"] == "15.50"
+    assert rows[A8]["planned_total"] == {"total": "62.64", "includes": "package spend 47.14 USD and other costs 15.50 USD (2 items)"}
+    assert rows[A8]["observed_total"]["total"] == "62.64"
+    assert rows[A8]["observed"]["cost_per_validated_corpus"] == "62.64"
+    assert rows[A8]["observed"]["cost_includes"] == "package spend 47.14 USD and other costs 15.50 USD (2 items)"
+    # A1: the storage only; no deliverable, so no cost per corpus.
+    assert rows[A1]["other_costs"]["total"] == "3.00" and rows[A1]["planned_total"]["total"] == "50.14"
+    assert rows[A1]["observed"]["cost_per_validated_corpus"] is None
+    assert rows[A1]["observed"]["cost_reason"] == "undefined: no accepted deliverable"
+    # CPU1: no catalog price, so no planned total; its other costs still show.
+    assert rows[CPU1]["other_costs"]["total"] == "3.00" and rows[CPU1]["planned_total"]["total"] is None
+    assert rows[CPU1]["planned_total"]["includes"] == "no planned package (not in the catalog: CPU)"
+    # The setup hours are carried by A8 only: named, and the ranking by package spend says so.
+    (item,) = data["unequal_items"]
+    assert item["justification"] == SETUP and item["without"] == [A1, CPU1]
+    assert [row["label"] for row in data["ranked"]] == [A8, A1]  # equal packages; A8 is faster
+    assert data["unequal_note"].endswith(f"Counted in, they would put {A1} first: compare the items before deciding.")
+    text = cli("decide", "merged", "--runs", runs)[1]
+    assert f"  - {SETUP} (12.50 USD, {setup['record_id']}): not carried by {A1}; {CPU1}" in text
+    assert cli("build", "--runs", runs, "--out", tmp_path / "site")[0] == 0
+    campaign = tmp_path / "site" / "campaigns" / "merged"
+    decision = BeautifulSoup((campaign / "decision.html").read_text(), "html.parser").select_one("#other-costs")
+    assert SETUP in decision.select_one(".warning").get_text()
+    cells = {tr.th.get_text(): [td.get_text(" ", strip=True) for td in tr.find_all("td")] for tr in decision.select("tbody tr")}
+    assert cells[A8][:5] == ["47.14 USD", "47.14 USD", "15.50 USD", "62.64 USD", "62.64 USD"]
+    page = BeautifulSoup((campaign / "index.html").read_text(), "html.parser")
+    assert page.select_one("#other-costs").get_text() == "15.50 USD"
+    assert page.select_one("#cost-per-corpus").get_text() == "62.64 USD"
+    assert page.select_one("#cost-includes").get_text() == (
+        "package spend 47.14 USD and other costs 15.50 USD (2 items), by the accepted deliverables")
+
+
+def test_the_bundle_carries_every_rental_and_expense_as_focus_rows(costed, cli, tmp_path):
+    runs, _ = costed
+    setup = _add(cli, runs, "--amount", "12.50", "--justification", SETUP, "--configuration", A8)
+    assert cli("bundle", "merged", "--runs", runs, "-o", tmp_path / "e.zip")[0] == 0
+    with zipfile.ZipFile(tmp_path / "e.zip") as bundle:
+        text = bundle.read("merged-evidence/data/costs.focus.csv").decode("utf-8")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    header = text.split("\n", 1)[0].split(",")
+    assert header[:7] == ["BilledCost", "BillingCurrency", "ChargeCategory", "ChargeFrequency", "ChargePeriodStart",
+                          "ChargePeriodEnd", "ChargeDescription"]
+    assert all(column.startswith("x_") for column in header[7:])  # FOCUS: custom columns carry the x_ prefix
+    for row in rows:
+        assert row["ChargeCategory"] in FOCUS_CATEGORIES and row["ChargeFrequency"] in FOCUS_FREQUENCIES
+        assert not (row["ChargeCategory"] == "Purchase" and row["ChargeFrequency"] == "Usage-Based")
+        assert FOCUS_MOMENT.match(row["ChargePeriodStart"]) and FOCUS_MOMENT.match(row["ChargePeriodEnd"])
+        assert row["ChargePeriodStart"] < row["ChargePeriodEnd"]  # the end is exclusive, after the start
+        assert re.fullmatch(r"\d+\.\d{2}", row["BilledCost"]) and re.fullmatch(r"[A-Z]{3}", row["BillingCurrency"])
+    rental, expense = rows
+    assert (rental["ChargeCategory"], rental["BilledCost"], rental["ChargePeriodStart"], rental["ChargePeriodEnd"]) == (
+        "Purchase", "47.14", "2026-09-28T09:00:00Z", "2026-10-01T09:00:00Z")  # 3 days from the start, end exclusive
+    assert rental["x_Configuration"] == f"{A1}; {A8}"
+    assert (expense["ChargeCategory"], expense["BilledCost"], expense["x_RecordId"], expense["x_Configuration"]) == (
+        "Usage", "12.50", setup["record_id"], A8)
+    assert (expense["ChargePeriodStart"], expense["ChargePeriodEnd"]) == ("2026-09-29T00:00:00Z", "2026-09-30T00:00:00Z")
+    assert expense["x_Justification"] == SETUP
+
+
+def test_mixed_currencies_are_never_summed(costed, cli):
+    runs, _ = costed
+    _add(cli, runs, "--amount", "12.50", "--justification", SETUP, "--configuration", A8)
+    code, _, err = cli("expense", "add", "--campaign", "merged", "--amount", "5", "--currency", "EUR", "--justification",
+                       "a power adapter bought in Europe", "--configuration", A8, "--runs", runs)
+    assert code == 0, err
+    row = next(r for r in json.loads(cli("decide", "merged", "--runs", runs, "--json")[1])["ranked"] if r["label"] == A8)
+    assert row["other_costs"] == {"total": None, "currency": None, "reason": "other costs mix currencies (EUR, USD); never summed",
+                                  "expenses": row["other_costs"]["expenses"]}
+    assert row["planned_total"]["total"] is None and row["observed"]["cost_per_validated_corpus"] is None
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--amount", "12.5", "--currency", "USD", "--configuration", "b8 on a TPU"),
+     f"--configuration 'b8 on a TPU' is not a configuration of campaign merged (its configurations: {A1}; {A8}; {CPU1})"),
+    (("--amount", "1,50", "--currency", "USD", "--all-configurations"), "--amount '1,50' is not an amount such as 12.50"),
+    (("--amount", "-3", "--currency", "USD", "--all-configurations"), "--amount '-3' is not an amount such as 12.50"),
+    (("--amount", "3", "--currency", "usd", "--all-configurations"), "--currency 'usd' is not an ISO 4217 code"),
+    (("--amount", "3", "--currency", "USD"), "name the configurations the expense applies to"),
+    (("--amount", "3", "--currency", "USD", "--all-configurations", "--configuration", A8),
+     "name the configurations the expense applies to"),
+])
+def test_a_wrong_expense_is_refused_and_nothing_is_written(costed, cli, args, message):
+    runs, _ = costed
+    before = {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()}
+    code, out, err = cli("expense", "add", "--campaign", "merged", "--justification", SETUP, *args, "--runs", runs)
+    assert code == 1 and out == "" and message in err and err.count("\n") == 1
+    assert {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()} == before
+
+
+def test_expenses_are_listed_and_validated(costed, cli):
+    runs, _ = costed
+    expense = _add(cli, runs, "--amount", "12.50", "--justification", SETUP, "--configuration", A8)
+    code, out, _ = cli("expense", "list", "--campaign", "merged", "--runs", runs)
+    assert code == 0 and out == f"{expense['record_id']}: 12.50 USD on 2026-09-29 for {A8}: {SETUP}\n"
+    assert records.validate({**expense, "amount": "12.505"}) == ["amount: '12.505' does not match '^\\\\d{1,15}(\\\\.\\\\d{1,2})?$'"]
+    assert records.validate({**expense, "applies_to": []})[0].startswith("applies_to: ")
