@@ -143,3 +143,26 @@ def test_expenses_are_listed_and_validated(costed, cli):
     assert code == 0 and out == f"{expense['record_id']}: 12.50 USD on 2026-09-29 for {A8}: {SETUP}\n"
     assert records.validate({**expense, "amount": "12.505"}) == ["amount: '12.505' does not match '^\\\\d{1,15}(\\\\.\\\\d{1,2})?$'"]
     assert records.validate({**expense, "applies_to": []})[0].startswith("applies_to: ")
+
+
+def test_a_merged_campaign_with_one_exclusion_and_one_expense_for_one_configuration(costed, cli):
+    """The issue's fixture: two machines merged, one trial excluded under a rule, one expense for A8 only; by hand."""
+    runs, written = costed
+    fastest = written["run-4090"]["b8"][0]["record_id"]
+    assert cli("exclude", "--campaign", "merged", "--rule", "the provider's log shows thermal throttling", "--trial", fastest,
+               "--document", "ticket 4711", "--runs", runs)[0] == 0
+    _add(cli, runs, "--amount", "12.50", "--justification", SETUP, "--configuration", A8)
+    data = json.loads(cli("decide", "merged", "--runs", runs, "--json")[1])
+    rows = {row["label"]: row for row in data["ranked"] + data["infeasible"]}
+    a8 = rows[A8]
+    assert a8["measured_window_s"] == [31, 32, 33, 34] and a8["median_s"] == 32.5 and a8["excluded_trials"] == [fastest]
+    assert (a8["planned"]["total"], a8["other_costs"]["total"], a8["planned_total"]["total"], a8["observed_total"]["total"]) == (
+        "47.14", "12.50", "59.64", "59.64")
+    assert a8["observed"]["cost_per_validated_corpus"] == "59.64"  # one corpus delivered; the exclusion is about timing
+    assert rows[A1]["other_costs"]["total"] is None and rows[A1]["other_costs"]["reason"] == "no other cost recorded"
+    assert rows[A1]["planned_total"]["total"] == "47.14"
+    (exclusion,) = data["exclusions"]
+    assert {row["label"]: row["trials"] for row in exclusion["configurations"]} == {A1: [], A8: [fastest], CPU1: []}
+    assert [item["without"] for item in data["unequal_items"]] == [[A1, CPU1]]
+    assert [row["label"] for row in data["ranked"]] == [A8, A1]
+    assert data["unequal_note"].endswith(f"Counted in, they would put {A1} first: compare the items before deciding.")
