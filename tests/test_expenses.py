@@ -7,6 +7,7 @@ import io
 import json
 import re
 import zipfile
+from decimal import Decimal
 
 import pytest
 from bs4 import BeautifulSoup
@@ -166,3 +167,18 @@ def test_a_merged_campaign_with_one_exclusion_and_one_expense_for_one_configurat
     assert [item["without"] for item in data["unequal_items"]] == [[A1, CPU1]]
     assert [row["label"] for row in data["ranked"]] == [A8, A1]
     assert data["unequal_note"].endswith(f"Counted in, they would put {A1} first: compare the items before deciding.")
+
+
+def test_an_expense_naming_a_configuration_the_campaign_lacks_is_a_named_problem(costed):
+    from iteralab.store import reading
+    from iteralab.store.views import campaign_views
+
+    runs, _ = costed
+    stray = records.make_record("expense", campaign="merged", run_id="run-hand", amount="9.00", currency="USD",
+                                justification="a card we never rented", applies_to=["b1-h100-0000abcd"],
+                                configuration_labels=["b1 · H100"], incurred_on="2026-09-29", receipt=None)
+    records.append(runs, stray)
+    (view,) = campaign_views(reading.load(runs))
+    assert f"expense {stray['record_id']} names configuration b1-h100-0000abcd, which campaign merged lacks; it is added to none" \
+        in view.problems
+    assert view.cost()["other"] == Decimal("9.00")  # still the campaign's cost, listed with its justification

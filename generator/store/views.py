@@ -320,11 +320,14 @@ def _view(name: str, mine: list[dict], problems: list[str], present: set[str] | 
     exclusions = of_kind("exclusion", lambda r: (r["created_at"], r["record_id"]))
     withdrawals = of_kind("withdrawal", lambda r: (r["created_at"], r["record_id"]))
     excluded = _excluded(exclusions, withdrawals, {t["record_id"] for t in trials})
+    summaries = _summaries(trials, {m["record_id"]: m for m in manifests}, excluded)
+    costs = of_kind("expense", lambda r: (r["created_at"], r["record_id"]))
+    keys = {summary.key for summary in summaries}
+    problems += [f"expense {e['record_id']} names configuration {key}, which campaign {name} lacks; it is added to none"
+                 for e in costs if e["applies_to"] != "all" for key in e["applies_to"] if key not in keys]
     return CampaignView(name, title, manifests, trials, of_kind("rental", lambda r: r["created_at"]),
-                        of_kind("deliverable", lambda r: (r["created_at"], r["record_id"])),
-                        _summaries(trials, {m["record_id"]: m for m in manifests}, excluded), tuple(problems), missing,
-                        exclusions=exclusions, withdrawals=withdrawals, excluded=excluded,
-                        expenses=of_kind("expense", lambda r: (r["created_at"], r["record_id"])))
+                        of_kind("deliverable", lambda r: (r["created_at"], r["record_id"])), summaries, tuple(problems),
+                        missing, exclusions=exclusions, withdrawals=withdrawals, excluded=excluded, expenses=costs)
 
 
 def _excluded(exclusions: tuple, withdrawals: tuple, trial_ids: set[str]) -> dict[str, str]:
