@@ -70,6 +70,10 @@ def test_an_excluded_trial_stays_and_counts_in_no_figure(machines, cli, tmp_path
     assert cells == {A1: ["yes", "none"], A8: ["yes", fastest["record_id"]], CPU1: ["yes", "none"]}
     variant_row = page.find("tr", id=f"variant-{a8['configuration']}")
     assert "32.500 s" in variant_row.get_text() and "1 excluded" in variant_row.get_text()
+    # The raw durations keep the excluded one, struck through and said in words, in run order.
+    runs_cell = variant_row.select_one("td.runs")
+    assert runs_cell.get_text(" ", strip=True) == "30.000 s (excluded) 31.000 s 32.000 s 33.000 s 34.000 s"
+    assert [s.get_text() for s in runs_cell.find_all("s")] == ["30.000 s"]
     assert "separated" not in variant_row.get_text()
     decision_page = BeautifulSoup((campaign / "decision.html").read_text(), "html.parser")
     assert RULE in decision_page.select_one("#exclusions").get_text()
@@ -203,3 +207,22 @@ def test_exclusion_records_are_validated():
     assert records.validate({**good, "document": {"path": "../etc/passwd", "sha256": "a" * 64, "size_bytes": 1,
                                                   "original_name": "p"}}) == [
         "document.path: '../etc/passwd' must be a path relative to the runs folder, without '..'"]
+
+
+def test_a_rebuild_renders_the_campaign_again_after_an_exclusion_a_withdrawal_or_an_expense(machines, cli, tmp_path):
+    """Regression for #19: the build's campaign key missed the new kinds, so an exclusion alone left the pages stale."""
+    runs, written = machines
+    site = tmp_path / "site"
+    assert cli("build", "--runs", runs, "--out", site)[0] == 0
+    trial_id = written["run-4090"]["b8"][0]["record_id"]
+    _, out, _ = cli("exclude", "--campaign", "merged", "--rule", RULE, "--trial", trial_id, "--document", "t", "--runs", runs, "--json")
+    steps = [("withdraw", "--campaign", "merged", "--exclusion", json.loads(out)["record_id"], "--reason", "r"),
+             ("expense", "add", "--campaign", "merged", "--amount", "1", "--currency", "USD", "--justification", "j",
+              "--all-configurations")]
+    for step in [None, *steps]:
+        if step:
+            assert cli(*step, "--runs", runs)[0] == 0
+        code, out, _ = cli("build", "--runs", runs, "--out", site, "--json")
+        assert code == 0 and json.loads(out)["rendered"] == ["merged"], step
+    page = (site / "campaigns" / "merged" / "index.html").read_text()
+    assert "Withdrawn" in page and 'id="expenses"' in page

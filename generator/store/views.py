@@ -61,6 +61,12 @@ class VariantSummary:
         return sum(1 for t in self.trials if t["record_id"] in self.excluded and t["status"] == "ok")
 
     @property
+    def raw_durations(self) -> list[tuple[str, float, bool]]:
+        """Return (trial id, measured window s, excluded) of every successful trial in run order, the excluded ones too."""
+        return [(t["record_id"], t["phases"]["measured_window"]["duration_ns"] / 1e9, t["record_id"] in self.excluded)
+                for t in self.trials if t["status"] == "ok"]
+
+    @property
     def seconds(self) -> list[float]:
         return [value for _, value in self.durations]
 
