@@ -9,9 +9,9 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.decision.exclusions import campaign_view
-from iteralab.decision.rentals import kept_copy
+from iteralab.decision.rentals import campaign_records, kept_copy
 from iteralab.money.catalog import money
-from iteralab.store import reading, records
+from iteralab.store import records
 
 AMOUNT = re.compile(r"^\d{1,15}(\.\d{1,2})?$")
 CURRENCY = re.compile(r"^[A-Z]{3}$")
@@ -66,10 +66,8 @@ def add_expense(*, runs_dir: Path | str, campaign: str, amount: str, currency: s
 
 def list_expenses(*, runs_dir: Path | str, campaign: str) -> list[dict]:
     """Return the campaign's expense records in reading order (none when the runs folder does not exist yet)."""
-    runs_dir = Path(runs_dir)
     records.check_name(campaign, "campaign")
-    folder = runs_dir / campaign
-    return reading.load(folder).of_campaign(campaign, "expense") if folder.is_dir() else []
+    return campaign_records(runs_dir=runs_dir, campaign=campaign, kind="expense")
 
 
 def _applies_to(record: dict) -> str:

@@ -144,10 +144,15 @@ def deliver(*, runs_dir: Path | str, campaign: str, trial_id: str, name: str | N
 
 def list_rentals(*, runs_dir: Path | str, campaign: str) -> list[dict]:
     """Return the campaign's rental records in reading order (none when the runs folder does not exist yet)."""
+    return campaign_records(runs_dir=runs_dir, campaign=campaign, kind="rental")
+
+
+def campaign_records(*, runs_dir: Path | str, campaign: str, kind: str) -> list[dict]:
+    """Return the campaign's records of KIND in reading order (none when the runs folder does not exist yet)."""
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         return []
-    return reading.load(runs_dir).of_campaign(campaign, "rental")
+    return reading.load(runs_dir).of_campaign(campaign, kind)
 
 
 def describe_rentals(rentals: list[dict], campaign: str) -> str:
