@@ -1,0 +1,34 @@
+"""Options and output shared by the ``iteralab`` commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from iteralab.core.paths import DEFAULT_RUNS
+
+FOLDER = click.Path(path_type=Path)
+RUNS_HELP = "runs folder (default: runs)"
+
+
+def runs_option(help_text: str = RUNS_HELP):
+    """The --runs option every command that reads or writes records shares."""
+    return click.option("--runs", type=FOLDER, default=DEFAULT_RUNS, show_default=False, help=help_text)
+
+
+def json_option(function):
+    """--json: print the result as JSON instead of text."""
+    return click.option("--json", "as_json", is_flag=True, help="print the result as JSON")(function)
+
+
+def catalog_option(function):
+    """--catalog FILE: price from another catalog."""
+    return click.option("--catalog", type=FOLDER, metavar="FILE",
+                        help="price catalog CSV (default: the shipped 2026-09-24 catalog)")(function)
+
+
+def emit(as_json: bool, data: dict, human: str) -> None:
+    """Print DATA as JSON with --json, else the human text."""
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True) if as_json else human)

@@ -1,0 +1,141 @@
+"""Commands that run campaigns and publish their evidence: check, run, demo, build, serve, decide, note, bundle, verify."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from iteralab import demo as embedded
+from iteralab.cli.options import FOLDER, catalog_option, emit, json_option, runs_option
+from iteralab.core.paths import DEFAULT_RUNS
+from iteralab.decision import text
+from iteralab.decision.report import decision_report
+from iteralab.run import runner, summary
+from iteralab.site import bundle, notes, serve
+from iteralab.site.build import build_site, describe_build
+from iteralab.store import reading
+
+
+@click.command()
+@click.argument("runs", type=FOLDER, default=DEFAULT_RUNS, required=False)
+@json_option
+def check(runs, as_json):
+    """Validate every record under the runs folder and list each problem as file:line: reason."""
+    loaded = reading.load(runs)
+    emit(as_json, reading.check_data(loaded), reading.describe_check(loaded))
+    return 1 if loaded.problems else 0
+
+
+@click.command()
+@click.argument("campaign", type=FOLDER)
+@runs_option("runs folder to append records to (default: runs)")
+@click.option("--dry-run", is_flag=True, help="validate everything and print the plan without loading the model")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+@json_option
+def run(campaign, runs, dry_run, quiet, as_json):
+    """Run a benchmark campaign: protocol fixed first, rotated trials, every outcome recorded."""
+    if dry_run:
+        prepared = runner.prepare(campaign, runs)
+        emit(as_json, summary.plan_data(prepared), summary.describe_plan(prepared))
+        return 0
+    result = runner.run_campaign(campaign_file=campaign, runs_dir=runs, quiet=quiet or as_json)
+    emit(as_json, summary.run_data(result), summary.describe_run(result))
+    return 130 if result.interrupted else 0
+
+
+@click.command()
+@runs_option("runs folder to append records to (default: runs)")
+@click.option("--out", type=FOLDER, default=Path("site"), help="where to build the site afterwards (default: site)")
+@click.option("--again", is_flag=True, help="run the campaign again even if it already has trials (appends a new run)")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+def demo(runs, out, again, quiet):
+    """Run the embedded demo campaign: 1,000 real reviews, a real fine-tuned encoder, offline."""
+    def log(message):
+        click.echo(message, err=True)
+
+    result = embedded.run_demo(runs_dir=runs, out=out, again=again, quiet=quiet, log=None if quiet else log)
+    click.echo(embedded.describe_result(result, runs))
+    return 130 if result["interrupted"] else 0
+
+
+@click.command()
+@runs_option("runs folder to read (default: runs)")
+@click.option("--out", type=FOLDER, default=Path("site"), help="output folder (default: site)")
+@click.option("--notes", type=FOLDER, help="folder of Markdown decision notes (default: notes/ beside the runs folder)")
+@click.option("--sheets", type=FOLDER, help="folder of qualification sheets (default: qualification/ beside the runs folder)")
+@click.option("--processes", type=click.IntRange(min=1),
+              help="render campaigns on this many processes (default: one per core once there are thousands of trials)")
+@catalog_option
+@json_option
+def build(runs, out, notes, sheets, processes, catalog, as_json):
+    """Render the records, the catalog and decision notes into a static site."""
+    result = build_site(runs=runs, out=out, notes=notes, catalog=catalog, sheets=sheets, processes=processes)
+    emit(as_json, {**result, "index": str(result["index"].resolve())}, describe_build(result))
+    return 1 if result["failed"] else 0
+
+
+@click.command("serve")
+@click.option("--out", type=FOLDER, default=Path("site"), help="folder to serve (default: site)")
+@click.option("--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000)")
+def serve_command(out, port):
+    """Preview the built site on http://127.0.0.1:PORT/ (localhost only)."""
+    serve.serve(out=out, port=port, announce=lambda message: click.echo(message))
+
+
+
+@click.command()
+@click.argument("campaign")
+@runs_option()
+@catalog_option
+@json_option
+def decide(campaign, runs, catalog, as_json):
+    """Answer which configuration gets the campaign's result for the lowest planned spend, and why."""
+    report = decision_report(campaign=campaign, runs=runs, catalog=catalog)
+    emit(as_json, text.report_dict(report), text.describe_report(report))
+
+
+@click.group()
+def note():
+    """Draft decision notes (Markdown) for the team to edit before publishing."""
+
+
+@note.command("new")
+@click.argument("campaign")
+@runs_option()
+@click.option("--notes", "notes_dir", type=FOLDER, help="notes folder (default: notes/ beside the runs folder)")
+@click.option("--author", default="to fill in", help="author named in the front matter")
+@catalog_option
+@json_option
+def note_new(campaign, runs, notes_dir, author, catalog, as_json):
+    """Draft a decision note (Markdown) from the decision report, for the team to edit before publishing."""
+    path = notes.draft_note(campaign=campaign, runs=runs, notes=notes_dir, author=author, catalog=catalog)
+    emit(as_json, {"path": str(path)}, f"Drafted {path}: edit it, then iteralab build")
+
+
+
+@click.command("bundle")
+@click.argument("campaign")
+@click.option("-o", "--output", type=FOLDER, required=True, metavar="FILE.zip", help="where to write the bundle")
+@runs_option()
+@click.option("--notes", "notes_dir", type=FOLDER, help="decision notes folder (default: notes/ beside the runs folder)")
+@catalog_option
+@json_option
+def bundle_command(campaign, output, runs, notes_dir, catalog, as_json):
+    """Write a campaign's evidence bundle: a deterministic zipped BagIt bag with checksums."""
+    path, digest = bundle.write_bundle(campaign=campaign, out=output, runs=runs, notes=notes_dir, catalog=catalog)
+    emit(as_json, {"path": str(path), "sha256": digest}, f"{path}\nsha256 {digest}")
+
+
+@click.command()
+@click.argument("bundle_file", metavar="BUNDLE", type=FOLDER)
+@json_option
+def verify(bundle_file, as_json):
+    """Check an evidence bundle: safe entries, every file present, every checksum right, nothing extra."""
+    problems = bundle.verify_bundle(bundle_file)
+    emit(as_json, {"bundle": str(bundle_file), "problems": problems, "valid": not problems},
+         "\n".join(problems) if problems else f"{bundle_file}: valid (every file present and matching its sha256)")
+    return 1 if problems else 0
+
+
+COMMANDS = (check, run, demo, build, serve_command, decide, note, bundle_command, verify)
