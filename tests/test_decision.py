@@ -113,7 +113,8 @@ def test_merged_machines_never_pool_and_the_report_matches_the_hand_worked_figur
     assert data["cheapest"] == rows[a8]["configuration"] and data["gap_money"] == "0.00" and data["tie"] is None
     assert "plans the same spend, but the repetitions separate them: median 32.000 s against 104.000 s" in data["answer"]
     assert data["fastest"] is None  # the cheapest is also the fastest
-    assert data["to_measure"] == [{"gpu": "b200", "gpu_name": "B200", "days": 7, "price_for_window": "2071.00", "currency": "USD",
+    assert data["to_measure"] == [{"gpu": "b200", "gpu_name": "B200", "days": 7, "periods": 1, "package": "one 7-day package",
+                                   "price_for_window": "2071.00", "currency": "USD", "single_package": None,
                                    "reason": None, "time": None, "quality": None}]
     assert data["summary"].startswith(f"{a8}: planned 47.14 USD")
 
@@ -154,15 +155,19 @@ def test_entries_are_one_stream_that_lots_do_not_divide(tmp_path):
     assert report.ranked == [] and report.summary_line == "no feasible configuration among 1"
 
 
-def test_window_no_package_covers_says_what_would(tmp_path):
+def test_window_no_package_covers_is_planned_in_consecutive_periods_bought_explicitly(tmp_path):
+    """Regression for #20: only a 3-day RTX 6000 Ada package is listed, so 96 h is planned as two, 2 × 55.71 = 111.42."""
     question = {**QUESTION, "window_hours": "96", "budget": None}
     write_machine(tmp_path, "run-ada", RTX_6000_ADA, {"b8": [25, 26, 27, 28, 29]}, question=question)
     report, _, _ = report_of(tmp_path)
     (row,) = report.rows
-    # Only a 3-day RTX 6000 Ada package is listed: 96 h needs two, bought explicitly.
-    assert row.plan is None
-    assert row.plan_reason == ("no listed RTX 6000 Ada package covers 96 h; 2 consecutive 3-day periods × 1 lot would, "
-                               "111.42 USD, bought explicitly (never extended)")
+    assert (row.plan.periods, row.plan.days, row.plan.total, row.plan.single, row.plan_reason) == (
+        2, 3, Decimal("111.42"), None, None)
+    data = report_dict(report)["ranked"][0]["planned"]
+    assert (data["periods"], data["total"], data["package"], data["single_package"]) == (
+        2, "111.42", "2 consecutive 3-day periods, bought explicitly; no automatic extension", None)
+    assert "The ranking uses the 2 consecutive 3-day periods (111.42 USD): a second period may come on another machine" \
+        in report.answer
 
 
 def test_same_hardware_other_driver_stays_apart_with_the_difference_named(tmp_path):
@@ -227,8 +232,10 @@ def test_a_real_cpu_run_copied_beside_another_machines_stays_its_own_configurati
     assert len(cpu_row.summary.trials) == 2 and cpu_row.plan_reason == "not in the catalog: CPU"
     assert cpu_row.summary.configuration.cpu_model == manifest["environment"]["cpu"]["model"]
     gpu_row = next(row for row in report.rows if row.summary.configuration.device == "gpu")
-    # 96 h window: only the 7-day RTX 4090 package covers it.
-    assert gpu_row.plan.days == 7 and gpu_row.plan.total == Decimal("110.00")
+    # 96 h window: only the 7-day RTX 4090 package covers it (110.00), but two 3-day periods bought explicitly cost
+    # 2 × 47.14 = 94.28: the plan uses them and keeps the single package beside them (#20).
+    assert (gpu_row.plan.days, gpu_row.plan.periods, gpu_row.plan.total) == (3, 2, Decimal("94.28"))
+    assert (gpu_row.plan.single.days, gpu_row.plan.single.total) == (7, Decimal("110.00"))
     assert cli("build", "--runs", merged, "--out", tmp_path / "site")[0] == 0
     import csv
 
@@ -365,7 +372,7 @@ def test_the_answers_read_in_full(merged, tmp_path):
         f"Cheapest feasible configuration: {A8}. Planned 47.14 USD for {PACKAGE}, 71.91 h of the package spare after the "
         f"work; projected 5.0 min to 5.7 min for {TEN}. Runner-up: {A1} plans the same spend, but the repetitions "
         "separate them: median 32.000 s against 104.000 s per corpus, the ranges do not overlap. To measure: B200 "
-        f"(2071.00 USD for a 7-day lot); {PRICE_NOTE}")
+        f"(2071.00 USD for one lot in one 7-day package); {PRICE_NOTE}")
     assert report.summary_line == f"{A8}: planned 47.14 USD, projected up to 5.7 min"
     question = {**QUESTION, "budget": None}
     write_machine(tmp_path / "a", "run-4090", RTX_4090, {"b1": [100, 102, 104, 106, 108]}, question=question)
@@ -377,7 +384,7 @@ def test_the_answers_read_in_full(merged, tmp_path):
         f"Cheapest feasible configuration: {A1}. Planned 47.14 USD for {PACKAGE}, 71.7 h of the package spare after the "
         f"work; projected 16.7 min to 18.0 min for {TEN}. Runner-up: {ada8}, 8.57 USD more, 12.8 min faster (median "
         f"projection). Fastest feasible: {ada8}, projected 4.5 min (median), planned 55.71 USD. To measure: B200 "
-        f"(2071.00 USD for a 7-day lot); {PRICE_NOTE}")
+        f"(2071.00 USD for one lot in one 7-day package); {PRICE_NOTE}")
     write_machine(tmp_path / "tie", "run-a", RTX_4090, {"b1": [30, 34, 31, 33, 32], "b8": [31, 35, 30, 32, 33]})
     tie = report_of(tmp_path / "tie")[0]
     assert tie.answer == (
@@ -385,7 +392,7 @@ def test_the_answers_read_in_full(merged, tmp_path):
         f"work; projected 5.0 min to 5.7 min for {TEN}. Tie: {A1} and {A8} both plan 47.14 USD and the repetitions do "
         f"not separate their durations. {A1} and {A8}: the series has not separated them. The spread of the repetitions "
         "(5.000 s) is comparable to the difference between medians (0.000 s) and their ranges overlap. To measure: B200 "
-        f"(2071.00 USD for a 7-day lot), RTX 6000 Ada (55.71 USD for a 3-day lot); {PRICE_NOTE}")
+        f"(2071.00 USD for one lot in one 7-day package), RTX 6000 Ada (55.71 USD for one lot in one 3-day package); {PRICE_NOTE}")
     assert tie.summary_line == f"tie at 47.14 USD: {A1} and {A8}"
     write_machine(tmp_path / "cpu", "run-cpu", CPU, {"b1": [5, 5, 5, 5, 5]}, question=None)
     cpu = report_of(tmp_path / "cpu")[0]
@@ -393,8 +400,8 @@ def test_the_answers_read_in_full(merged, tmp_path):
     assert cpu.answer == (
         f"No feasible configuration runs on hardware the catalog prices. {cpu1} meets the quality thresholds and is "
         "projected at 0.1 min to 0.1 min for 1 corpus like the campaign's (no access window stated), but its package spend "
-        "is not in the catalog: CPU. To measure: B200 (2071.00 USD for a 7-day lot), RTX 4090 (47.14 USD for a 3-day "
-        f"lot), RTX 6000 Ada (55.71 USD for a 3-day lot); {PRICE_NOTE} The campaign file states no [decision] table, so "
+        "is not in the catalog: CPU. To measure: B200 (2071.00 USD for one lot in one 7-day package), RTX 4090 (47.14 USD "
+        f"for one lot in one 3-day package), RTX 6000 Ada (55.71 USD for one lot in one 3-day package); {PRICE_NOTE} The campaign file states no [decision] table, so "
         "this answer assumes one corpus and no window.")
     assert cpu.summary_line == f"no priced configuration yet; {cpu1} feasible (not in the catalog: CPU)"
 
@@ -421,7 +428,7 @@ def test_runner_up_pace_fastest_by_median_unpriced_fastest_and_cards_no_package_
     fastest = report_of(tmp_path / "median")[0]
     assert fastest.fastest.label == ada1 and f"Fastest feasible: {ada1}, projected 3.7 min (median), planned 55.71 USD." \
         in fastest.answer
-    # An unpriced CPU that is fastest says why it has no plan; a 96 h window no RTX 6000 Ada package covers.
+    # An unpriced CPU that is fastest says why it has no plan; a 96 h window no single RTX 6000 Ada package covers.
     wide = {**question, "window_hours": "96"}
     write_machine(tmp_path / "e", "run-4090", RTX_4090, {"b1": [30, 31, 32, 33, 34]}, question=wide)
     write_machine(tmp_path / "f", "run-cpu", CPU, {"b1": [1, 1, 1, 1, 1]}, question=wide)
@@ -430,7 +437,8 @@ def test_runner_up_pace_fastest_by_median_unpriced_fastest_and_cards_no_package_
     answer = report_of(tmp_path / "cpu")[0].answer
     assert "Fastest feasible: b1 · CPU Test CPU, 2 threads · torch 2.13.0, projected 0.2 min (median), not in the catalog: CPU." \
         in answer
-    assert "To measure: B200 (2071.00 USD for a 7-day lot), RTX 6000 Ada (no listed package covers the window);" in answer
+    assert ("To measure: B200 (2071.00 USD for one lot in one 7-day package), RTX 6000 Ada (111.42 USD for one lot in 2 "
+            "consecutive 3-day periods, bought explicitly; no automatic extension);") in answer
 
 
 def test_an_entries_workload_and_a_campaign_without_trials_read_plainly(tmp_path):

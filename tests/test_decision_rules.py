@@ -10,7 +10,7 @@ import pytest
 from iteralab.decision import plan as planning
 from iteralab.decision import question as questions
 from iteralab.decision import report as decision
-from iteralab.money.catalog import parse_catalog
+from iteralab.money.catalog import load_catalog, parse_catalog
 from iteralab.store import reading
 from iteralab.store.configuration import card_matches, catalog_card, manifest_gpus
 from tests import factory
@@ -149,10 +149,21 @@ def test_the_plan_names_the_cheapest_covering_package_and_what_is_spare():
     assert row.plan == planning.Plan(CATALOG.gpus["rtx-4090"], 3, 1, Decimal("47.14"), Decimal("47.14"), "USD", "v9", 72,
                                      Decimal("62"))
     assert (row.lots, row.capacity_bytes, row.capacity_reason) == (1, 24 * 10**9, None)
-    # 73 projected hours do not fit a 3-day package: the 7-day one does, with 95 hours spare.
+    # 73 projected hours do not fit a 3-day package. Two consecutive 3-day periods (2 × 47.14 = 94.28, 144 h, 71 h spare)
+    # beat the 7-day package (110.00, 95 h spare); the plan keeps the single package beside them and says the risk.
     long = _plan_row(_configuration(), window=(3600.0 * 73, 3600.0 * 73, 3600.0 * 73))
     long = planning.plan_row(long, _question(), 100, CATALOG)
-    assert (long.plan.days, long.plan.total, long.plan.spare_hours) == (7, Decimal("110.00"), Decimal("95"))
+    assert (long.plan.days, long.plan.periods, long.plan.total, long.plan.package_hours, long.plan.spare_hours) == (
+        3, 2, Decimal("94.28"), 144, Decimal("71"))
+    assert (long.plan.single.days, long.plan.single.periods, long.plan.single.total, long.plan.single.spare_hours) == (
+        7, 1, Decimal("110.00"), Decimal("95"))
+    assert long.plan.package == "2 consecutive 3-day periods, bought explicitly; no automatic extension"
+    assert long.plan.choice() == (
+        f"The ranking uses the 2 consecutive 3-day periods (94.28 USD): {planning.SECOND_PERIOD_RISK}; one 7-day package "
+        "would cost 110.00 USD without that risk.")
+    assert long.plan.describe() == ("1 lot × 2 consecutive 3-day periods of RTX 4090, bought explicitly (no automatic "
+                                    "extension), at 47.14 USD per lot and period, catalog v9, 71 h of the periods spare "
+                                    "after the work")
     # No window stated: the projection alone sets what must be covered.
     short = _plan_row(_configuration(), window=(60.0, 60.0, 60.0))
     short = planning.plan_row(short, _question(), 100, CATALOG)
@@ -200,28 +211,49 @@ def test_a_stream_on_unpriced_hardware_is_still_projected_from_the_corpus_it_ran
     assert row.plan_reason == "not in the catalog: CPU" and row.hours == pytest.approx((2.0, 4.0, 8.0))
 
 
-def test_without_a_covering_package_the_plan_says_what_would_cover_and_never_extends():
+def test_without_a_covering_package_consecutive_periods_bought_explicitly_are_the_plan():
+    """Regression for #20: no single package covers, so the fewest consecutive periods of the cheapest length are planned."""
     row = _plan_row(_configuration(gpu_count=2), window=(3600.0, 3600.0, 3600.0))
     row = planning.plan_row(row, _question(window_hours=Decimal("200")), 100, CATALOG)
-    assert row.plan is None and row.plan_reason == (
-        "no listed RTX 4090 package covers 200 h; 3 consecutive 3-day periods × 2 lots would, 282.84 USD, bought "
-        "explicitly (never extended)")
+    # 200 h: 3 periods of 72 h × 2 lots × 47.14 = 282.84; 2 periods of 168 h × 2 lots × 110.00 = 440.00.
+    assert (row.plan.days, row.plan.periods, row.plan.lots, row.plan.total, row.plan.package_hours, row.plan.single) == (
+        3, 3, 2, Decimal("282.84"), 216, None)
+    assert row.plan.choice().endswith("; no single listed package is long enough.")
     # 217 h: 4 periods of 72 h (188.56 USD), not 3; 2 periods of 168 h would cost 220.00.
     odd = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0))
     odd = planning.plan_row(odd, _question(window_hours=Decimal("217")), 100, CATALOG)
-    assert odd.plan_reason.startswith("no listed RTX 4090 package covers 217 h; 4 consecutive 3-day periods × 1 lot would, "
-                                      "188.56 USD")
-    # Equal totals (12 × 5.00 and 5 × 12.00 for 800 h): the package listed cheaper per lot is named.
+    assert (odd.plan.days, odd.plan.periods, odd.plan.total) == (3, 4, Decimal("188.56"))
+    # Equal totals (12 × 5.00 and 5 × 12.00 for 800 h): the fewer periods win, since each one is a setup again.
     tied = parse_catalog(HEADER + "v1,rtx-4090,RTX 4090,1,24,3,5.00,USD\nv1,rtx-4090,RTX 4090,1,24,7,12.00,USD\n", "t.csv")
     even = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0))
     even = planning.plan_row(even, _question(window_hours=Decimal("800")), 100, tied)
-    assert "800 h; 12 consecutive 3-day periods × 1 lot would, 60.00 USD" in even.plan_reason
+    assert (even.plan.days, even.plan.periods, even.plan.total) == (7, 5, Decimal("60.00"))
     one = _plan_row(_configuration(), window=(3600.0, 3600.0, 3600.0))
     one = planning.plan_row(one, _question(window_hours=Decimal("200")), 100, CATALOG)
-    assert "3 consecutive 3-day periods × 1 lot would, 141.42 USD" in one.plan_reason  # cheaper than 2 × 7 days
+    assert (one.plan.periods, one.plan.total) == (3, Decimal("141.42"))  # cheaper than 2 × 7 days (220.00)
     unmeasured = _plan_row(_configuration(), window=(None, None, None), one_time=(None, None))
     unmeasured = planning.plan_row(unmeasured, _question(), 100, CATALOG)
     assert (unmeasured.plan, unmeasured.plan_reason, unmeasured.hours) == (None, "no successful trial to project from", None)
+
+
+def test_the_shipped_catalog_plans_the_demo_window_and_a_week_long_stream_in_explicit_periods():
+    """Regression for #20, figures by hand from catalog 2026-09-24: RTX 6000 Ada is listed for 3 days only, at 55.71."""
+    shipped = load_catalog()
+    ada = _configuration(gpu_name="NVIDIA RTX 6000 Ada Generation")
+    window = planning.plan_row(_plan_row(ada, window=(60.0, 60.0, 60.0)), _question(window_hours=Decimal("96")), 100, shipped)
+    assert (window.plan.periods, window.plan.days, window.plan.total, window.plan.single) == (2, 3, Decimal("111.42"), None)
+    # A stream of 16,800 entries at 3,600 s per 100: 168 h (7 days), one lot; ceil(168 / 72) = 3 periods = 167.13 USD.
+    stream = planning.plan_row(_plan_row(ada, window=(3600.0, 3600.0, 3600.0)),
+                               _question(corpora=None, entries=16_800), 100, shipped)
+    assert (stream.lots, stream.hours[2], stream.plan.periods, stream.plan.total) == (1, 168.0, 3, Decimal("167.13"))
+    # The RTX 4090 over the same 96 h: 2 × 47.14 = 94.28 against one 7-day package at 110.00; the ranking uses 94.28.
+    cards = {c["card"].slug: c for c in decision._to_measure([], _question(window_hours=Decimal("96")), shipped)}
+    assert (cards["rtx-4090"]["plan"].total, cards["rtx-4090"]["single"].total) == (Decimal("94.28"), Decimal("110.00"))
+    assert decision.measure_price(cards["rtx-4090"]) == (
+        "94.28 USD for one lot in 2 consecutive 3-day periods, bought explicitly; no automatic extension "
+        "(one 7-day package: 110.00 USD, no second setup)")
+    assert decision.measure_price(cards["rtx-6000-ada"]) == (
+        "111.42 USD for one lot in 2 consecutive 3-day periods, bought explicitly; no automatic extension")
 
 
 def test_projection_adds_the_one_time_phases_to_the_windows_per_lot():
@@ -334,19 +366,21 @@ def test_conditions_name_each_failed_rule_and_limits_are_inclusive():
         "quality: no successful trial", "budget: cannot be checked (not in the catalog: CPU)"]
 
 
-def test_cards_to_measure_are_priced_for_the_window_or_say_none_covers_it():
+def test_cards_to_measure_are_priced_for_the_window_in_one_package_or_explicit_periods():
     measured = [decision.Row(SimpleNamespace(configuration=_configuration(), trials=[]), {}, (None,) * 3, (None,) * 2)]
     cards = decision._to_measure(measured, _question(window_hours=Decimal("72")), CATALOG)
-    assert cards == [{"card": CATALOG.gpus["b200"], "days": 7, "total": Decimal("2071.00"), "currency": "USD", "reason": None}]
+    assert [(c["card"].slug, c["plan"].price.days, c["plan"].periods, c["plan"].total, c["single"]) for c in cards] == [
+        ("b200", 7, 1, Decimal("2071.00"), None)]
     exact = decision._to_measure([], _question(window_hours=Decimal("168")), CATALOG)
-    assert [(c["card"].slug, c["days"], c["total"]) for c in exact] == [("b200", 7, Decimal("2071.00")),
-                                                                        ("rtx-4090", 7, Decimal("110.00"))]
+    # 168 h: 3 periods of 3 days (141.42) cost more than the 7-day package (110.00), which is planned.
+    assert [(c["card"].slug, c["plan"].price.days, c["plan"].total) for c in exact] == [
+        ("b200", 7, Decimal("2071.00")), ("rtx-4090", 7, Decimal("110.00"))]
     longer = decision._to_measure([], _question(window_hours=Decimal("169")), CATALOG)
-    assert longer[1] == {"card": CATALOG.gpus["rtx-4090"], "days": None, "total": None, "currency": None,
-                         "reason": "no listed package covers the 169 h window; listed: 3 days at 47.14 USD per lot, "
-                                   "7 days at 110.00 USD per lot"}
+    # 169 h: 3 × 47.14 = 141.42 against 2 × 110.00 = 220.00; no single package covers it.
+    assert (longer[1]["plan"].periods, longer[1]["plan"].total, longer[1]["single"], longer[1]["reason"]) == (
+        3, Decimal("141.42"), None, None)
     no_window = decision._to_measure([], _question(), CATALOG)
-    assert [(c["card"].slug, c["days"]) for c in no_window] == [("b200", 7), ("rtx-4090", 3)]
+    assert [(c["card"].slug, c["plan"].price.days, c["plan"].periods) for c in no_window] == [("b200", 7, 1), ("rtx-4090", 3, 1)]
 
 
 def test_decide_counts_distinct_corpora_per_configuration_and_rentals_shared_by_configurations(tmp_path):

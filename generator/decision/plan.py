@@ -8,16 +8,20 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from iteralab.decision.question import Question
-from iteralab.money.catalog import Catalog, Gpu, lots_price
-from iteralab.money.schedule import format_hours, periods_needed
+from iteralab.money.catalog import Catalog, Gpu
+from iteralab.money.schedule import PackagePlan, format_hours, package_plans, single_package
 from iteralab.store.configuration import catalog_card
 
 MAX_LOTS = 64  # the planner tries more lots only to fit many independent corpora; beyond this it says so
 
 
+SECOND_PERIOD_RISK = ("a second period may come on another machine, so the setup (environment check, model load, "
+                      "warm-up) counts again and the work must stop and resume between periods")
+
+
 @dataclass(frozen=True)
 class Plan:
-    """The cheapest catalog package × lots that covers the window and the projected hours."""
+    """The cheapest listed way to cover the window and the projected hours: one package, or consecutive periods, × lots."""
 
     card: Gpu
     days: int
@@ -28,10 +32,32 @@ class Plan:
     catalog_version: str
     package_hours: int
     spare_hours: Decimal
+    periods: int = 1
+    single: Plan | None = None  # when consecutive periods are cheaper: the cheapest single package that also covers
+
+    @property
+    def package(self) -> str:
+        """Name what is bought: 'one 7-day package' or 'N consecutive 3-day periods, bought explicitly; ...'."""
+        if self.periods == 1:
+            return f"one {self.days}-day package"
+        return f"{self.periods} consecutive {self.days}-day periods, bought explicitly; no automatic extension"
 
     def describe(self) -> str:
-        return (f"{self.lots} lot{'s' * (self.lots != 1)} × {self.days}-day {self.card.name} at {self.price_per_lot} {self.currency} "
-                f"per lot, catalog {self.catalog_version}, {format_hours(self.spare_hours)} h of the package spare after the work")
+        lots = f"{self.lots} lot{'s' * (self.lots != 1)}"
+        if self.periods == 1:
+            return (f"{lots} × {self.days}-day {self.card.name} at {self.price_per_lot} {self.currency} per lot, catalog "
+                    f"{self.catalog_version}, {format_hours(self.spare_hours)} h of the package spare after the work")
+        return (f"{lots} × {self.periods} consecutive {self.days}-day periods of {self.card.name}, bought explicitly (no "
+                f"automatic extension), at {self.price_per_lot} {self.currency} per lot and period, catalog "
+                f"{self.catalog_version}, {format_hours(self.spare_hours)} h of the periods spare after the work")
+
+    def choice(self) -> str | None:
+        """Say which plan the ranking uses when explicit periods and a single package both cover, and the risk."""
+        if self.periods == 1:
+            return None
+        single = (f"; one {self.single.days}-day package would cost {self.single.total} {self.currency} without that risk"
+                  if self.single else "; no single listed package is long enough")
+        return f"The ranking uses the {self.periods} consecutive {self.days}-day periods ({self.total} {self.currency}): {SECOND_PERIOD_RISK}{single}."
 
 
 def project(row, question: Question, corpus_entries: int | None, lots: int) -> tuple | None:
@@ -92,17 +118,14 @@ def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catal
     if hours is None:
         return dataclasses.replace(row, plan_reason="no successful trial to project from")
     needed = max(question.window_hours or Decimal(0), decimal_hours(hours[2]))
-    best = catalog.cheapest_covering(card.slug, needed)
-    if best is not None:
-        return dataclasses.replace(row, plan=Plan(
-            card, best.days, lots, best.price_per_lot, lots_price(best.price_per_lot, lots), best.currency, catalog.version,
-            best.days * 24, Decimal(best.days * 24) - decimal_hours(hours[2])))
-    listed = catalog.listed(card.slug)
-    if not listed:
+    plans = package_plans(catalog, card.slug, needed, lots)
+    if not plans:
         return dataclasses.replace(row, plan_reason=f"catalog {catalog.version} lists no package for {card.name}")
-    options = [(lots_price(p.price_per_lot, lots * periods_needed(needed, p.days)), p) for p in listed]
-    total, best = min(options, key=lambda item: item[0])
-    periods = periods_needed(needed, best.days)
-    return dataclasses.replace(row, plan_reason=(
-        f"no listed {card.name} package covers {format_hours(needed)} h; {periods} consecutive {best.days}-day "
-        f"periods × {lots} lot{'s' * (lots != 1)} would, {total} {best.currency}, bought explicitly (never extended)"))
+    best, single = plans[0], single_package(plans)
+    return dataclasses.replace(row, plan=_plan(card, best, hours, catalog,
+                                               _plan(card, single, hours, catalog) if best.explicit and single else None))
+
+
+def _plan(card: Gpu, chosen: PackagePlan, hours: tuple, catalog: Catalog, single: Plan | None = None) -> Plan:
+    return Plan(card, chosen.price.days, chosen.lots, chosen.price.price_per_lot, chosen.total, chosen.price.currency,
+                catalog.version, chosen.hours, Decimal(chosen.hours) - decimal_hours(hours[2]), chosen.periods, single)

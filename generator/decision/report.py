@@ -13,7 +13,7 @@ from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.decision.plan import Plan, decimal_hours, plan_row, span, span_range
 from iteralab.decision.question import Question, question_of
 from iteralab.money.catalog import Catalog, load_catalog, money
-from iteralab.money.schedule import format_hours
+from iteralab.money.schedule import format_hours, package_plans, single_package
 from iteralab.store import expenses
 from iteralab.store.configuration import catalog_card, manifest_gpus, name_matches
 from iteralab.store.reading import load
@@ -218,18 +218,28 @@ def _conditions(row: Row, question: Question) -> list[str]:
 
 
 def _to_measure(rows: list[Row], question: Question, catalog: Catalog) -> list[dict]:
-    """List catalog cards no configuration ran on, priced for the window: no time, no quality."""
+    """List catalog cards no configuration ran on, priced for the window (one lot): no time, no quality."""
     measured = {card.slug for row in rows if (card := catalog_card(catalog, row.summary.configuration)) is not None}
     cards = []
     for card in sorted(catalog.gpus.values(), key=lambda c: c.slug):
         if card.slug in measured:
             continue
-        best = catalog.cheapest_covering(card.slug, question.window_hours)
-        cards.append({"card": card, "days": best.days if best else None,
-                      "total": best.price_per_lot if best else None, "currency": best.currency if best else None,
-                      "reason": None if best else (f"no listed package covers the {format_hours(question.window_hours)} h window; "
-                                                   f"listed: {catalog.options(card.slug)}")})
+        plans = package_plans(catalog, card.slug, question.window_hours)
+        best, single = (plans[0], single_package(plans)) if plans else (None, None)
+        cards.append({"card": card, "plan": best, "single": single if best and best.explicit else None,
+                      "reason": None if best else f"catalog {catalog.version} lists no package for {card.name}"})
     return cards
+
+
+def measure_price(card: dict) -> str:
+    """Say what one lot of a card to measure costs for the window, and the single package beside explicit periods."""
+    plan, single = card["plan"], card["single"]
+    if plan is None:
+        return card["reason"]
+    text = f"{plan.total} {plan.price.currency} for one lot in {plan.label()}"
+    if single:
+        text += f" (one {single.price.days}-day package: {single.total} {single.price.currency}, no second setup)"
+    return text
 
 
 def _rank_key(row: Row):
@@ -300,6 +310,8 @@ def _answer(question: Question, ranked: list[Row], infeasible: list[Row], rows: 
         best = found.cheapest = priced[0]
         lines.append(f"Cheapest feasible configuration: {best.label}. Planned {best.plan.total} {best.plan.currency} "
                      f"for {best.plan.describe()}; projected {span_range(best.hours)} for {workload} {window}.")
+        if best.plan.choice():
+            lines.append(best.plan.choice())
         found.summary_line = f"{best.label}: planned {best.plan.total} {best.plan.currency}, projected up to {span(best.hours[2])}"
         others = [row for row in ranked if row is not best]
         if others:
@@ -321,8 +333,7 @@ def _answer(question: Question, ranked: list[Row], infeasible: list[Row], rows: 
             cost = f"planned {fastest.plan.total} {fastest.plan.currency}" if fastest.plan else fastest.plan_reason
             lines.append(f"Fastest feasible: {fastest.label}, projected {span(fastest.hours[1])} (median), {cost}.")
     if to_measure:
-        names = ", ".join(f"{c['card'].name} ({c['total']} {c['currency']} for a {c['days']}-day lot)" if c["total"] is not None
-                          else f"{c['card'].name} (no listed package covers the window)" for c in to_measure)
+        names = ", ".join(f"{c['card'].name} ({measure_price(c)})" for c in to_measure)
         lines.append(f"To measure: {names}; a price says nothing about a card's throughput.")
     if question.missing and not question.declared:
         lines.append("The campaign file states no [decision] table, so this answer assumes one corpus and no window.")

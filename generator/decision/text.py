@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from iteralab.decision.plan import span_range
-from iteralab.decision.report import Report, Row
+from iteralab.decision.report import Report, Row, measure_price
 from iteralab.money.catalog import money
 from iteralab.money.schedule import format_hours
 
@@ -47,10 +47,7 @@ def report_dict(report: Report) -> dict:
             "card_capacity_bytes": row.capacity_bytes, "card_capacity_reason": row.capacity_reason,
             "lots": row.lots, "projected_hours": hours,
             "projection_reason": None if hours else "no successful trial to project from",
-            "planned": None if row.plan is None else {
-                "gpu": row.plan.card.slug, "days": row.plan.days, "lots": row.plan.lots, "price_per_lot": str(row.plan.price_per_lot),
-                "total": str(row.plan.total), "currency": row.plan.currency, "catalog_version": row.plan.catalog_version,
-                "package_hours": row.plan.package_hours, "spare_hours": format_hours(row.plan.spare_hours)},
+            "planned": plan_dict(row.plan),
             "planned_reason": row.plan_reason, **_observed_and_other(row),
             "feasible": row.feasible, "conditions_failed": list(row.conditions),
         }
@@ -71,8 +68,9 @@ def report_dict(report: Report) -> dict:
         "tie": report.tie, "fastest": report.fastest.key if report.fastest else None,
         "ranked": [row_dict(row) for row in report.ranked],
         "infeasible": [row_dict(row) for row in report.infeasible],
-        "to_measure": [{"gpu": c["card"].slug, "gpu_name": c["card"].name, "days": c["days"], "price_for_window": _text(c["total"]),
-                        "currency": c["currency"], "reason": c["reason"], "time": None, "quality": None} for c in report.to_measure],
+        "to_measure": [{"gpu": c["card"].slug, "gpu_name": c["card"].name, **_package_dict(c["plan"]),
+                        "single_package": _package_dict(c["single"]) if c["single"] else None,
+                        "reason": c["reason"], "time": None, "quality": None} for c in report.to_measure],
         "exclusions": [{**{k: v for k, v in entry.items() if k != "withdrawal"},
                         "withdrawal": None if entry["withdrawal"] is None else {
                             k: entry["withdrawal"][k] for k in ("record_id", "created_at", "reason")}}
@@ -82,9 +80,30 @@ def report_dict(report: Report) -> dict:
     }
 
 
+def plan_dict(plan) -> dict | None:
+    """Return a planned package as plain data; with explicit periods, the single package it was preferred to."""
+    if plan is None:
+        return None
+    return {"gpu": plan.card.slug, "days": plan.days, "periods": plan.periods, "package": plan.package, "lots": plan.lots,
+            "price_per_lot": str(plan.price_per_lot), "total": str(plan.total), "currency": plan.currency,
+            "catalog_version": plan.catalog_version, "package_hours": plan.package_hours,
+            "spare_hours": format_hours(plan.spare_hours), "choice": plan.choice(), "single_package": plan_dict(plan.single)}
+
+
+def _package_dict(plan) -> dict:
+    """Return one lot's package for the window of a card to measure (money.schedule.PackagePlan)."""
+    if plan is None:
+        return {"days": None, "periods": None, "package": None, "price_for_window": None, "currency": None}
+    return {"days": plan.price.days, "periods": plan.periods, "package": plan.label(), "price_for_window": str(plan.total),
+            "currency": plan.price.currency}
+
+
 def planned_text(row: Row) -> str:
     """Return the planned package in a few words, or its reason."""
-    return f"{row.plan.total} {row.plan.currency} ({row.plan.lots}×{row.plan.days} d)" if row.plan else row.plan_reason
+    if not row.plan:
+        return row.plan_reason
+    periods = f"{row.plan.periods} consecutive × " if row.plan.periods > 1 else ""
+    return f"{row.plan.total} {row.plan.currency} ({row.plan.lots}×{periods}{row.plan.days} d)"
 
 
 def describe_report(report: Report) -> str:
@@ -117,9 +136,7 @@ def describe_report(report: Report) -> str:
         lines.append("  none")
     if report.to_measure:
         lines += ["", "To measure (price only: no time, no quality):"]
-        for card in report.to_measure:
-            price = f"{card['total']} {card['currency']} for a {card['days']}-day lot" if card["total"] is not None else card["reason"]
-            lines.append(f"  - {card['card'].name}: {price}")
+        lines += [f"  - {card['card'].name}: {measure_price(card)}" for card in report.to_measure]
     if report.unequal:
         lines += ["", "Unequal items (other costs that only some configurations carry):"]
         lines += [f"  - {item['justification']} ({item['amount']} {item['currency']}, {item['record_id']}): not carried by "

@@ -9,7 +9,7 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from iteralab.core.errors import UserError
-from iteralab.money.catalog import CENT, PACKAGE_DAYS, ROUNDING, Catalog, lots_price, money
+from iteralab.money.catalog import CENT, PACKAGE_DAYS, ROUNDING, Catalog, Price, lots_price, money
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,50 @@ def plan_window(*, start: str, end: str, tz: str | None = None, catalog: Catalog
 def periods_needed(hours: Decimal, days: int) -> int:
     """Return how many consecutive DAYS-day periods, bought explicitly, cover HOURS (at least one)."""
     return max(1, math.ceil(hours / (days * 24)))
+
+
+@dataclass(frozen=True)
+class PackagePlan:
+    """One way to cover some hours with one listed package length: a single package, or consecutive periods of it."""
+
+    price: Price
+    periods: int
+    lots: int
+
+    @property
+    def total(self) -> Decimal:
+        """Return lot price × lots × periods: each period is a package bought again, cards never multiply it."""
+        return lots_price(self.price.price_per_lot, self.lots * self.periods)
+
+    @property
+    def hours(self) -> int:
+        return self.price.days * 24 * self.periods
+
+    @property
+    def explicit(self) -> bool:
+        """Tell whether the plan needs more than one period (each bought explicitly; packages never extend)."""
+        return self.periods > 1
+
+    def label(self) -> str:
+        """Name the package: 'one 7-day package' or '2 consecutive 3-day periods, bought explicitly; ...'."""
+        if not self.explicit:
+            return f"one {self.price.days}-day package"
+        return f"{self.periods} consecutive {self.price.days}-day periods, bought explicitly; no automatic extension"
+
+
+def package_plans(catalog: Catalog, slug: str, hours: Decimal | None, lots: int = 1) -> list[PackagePlan]:
+    """Price every listed package length of one GPU for HOURS, cheapest first; on equal price, fewer periods first.
+
+    A length shorter than HOURS is counted as the consecutive periods that cover them (periods_needed), never as an
+    extension; without HOURS every length is one package.
+    """
+    plans = [PackagePlan(price, 1 if hours is None else periods_needed(hours, price.days), lots) for price in catalog.listed(slug)]
+    return sorted(plans, key=lambda plan: (plan.total, plan.periods, plan.price.days))
+
+
+def single_package(plans: list[PackagePlan]) -> PackagePlan | None:
+    """Return the cheapest plan of one package (no second period), if any covers."""
+    return next((plan for plan in plans if not plan.explicit), None)
 
 
 def describe_window(window: Window) -> str:

@@ -12,7 +12,7 @@ import orjson
 from markupsafe import Markup, escape
 
 import iteralab
-from iteralab.decision.plan import span
+from iteralab.decision.plan import SECOND_PERIOD_RISK, span
 from iteralab.money.schedule import format_hours
 from iteralab.store.records import KINDS
 from iteralab.store.trials import PHASES
@@ -114,7 +114,7 @@ def jinja_environment():
     env = jinja2.Environment(loader=jinja2.PackageLoader("iteralab.templates", "."), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.globals.update(fmt=fmt, cell=cell, version=iteralab.__version__, schema_links=schema_links,
-                       hours=format_hours, span=span)
+                       hours=format_hours, span=span, second_period_risk=SECOND_PERIOD_RISK)
     env.filters["tojson_pretty"] = pretty_json
     return env
 
