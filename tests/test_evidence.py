@@ -37,7 +37,7 @@ def test_rental_receipt_deliverable_bundle_and_verify_end_to_end(measured, tmp_p
     receipt = tmp_path / "reçu de location n°7 (sept).pdf"
     receipt.write_bytes(b"%PDF-1.4 receipt \xe2\x82\xac 47.14")
     code, out, err = cli("rental", "add", "--campaign", "tiny", "--gpu", "rtx-4090", "--lots", "2", "--days", "7",
-                         "--start", "2026-09-28T09:00", "--end", "2026-10-02T09:00", "--receipt", receipt, "--runs", measured)
+                         "--start", "2026-09-28T09:00+07:00", "--end", "2026-10-02T09:00+07:00", "--receipt", receipt, "--runs", measured)
     assert code == 0, err
     assert "220.00 USD for 2 GPUs" in out
     rental = reading.load(measured).of_kind("rental")[0]
@@ -163,14 +163,15 @@ def test_deliverable_is_refused_for_an_unaccepted_trial_and_for_a_corpus_already
 
 def test_rental_of_an_unlisted_package_is_refused_with_the_options(tmp_path, cli):
     code, _, err = cli("rental", "add", "--campaign", "camp", "--gpu", "rtx-6000-ada", "--lots", "1", "--days", "7",
-                       "--start", "2026-09-28T09:00", "--runs", tmp_path / "runs")
+                       "--start", "2026-09-28T09:00+07:00", "--new-campaign", "--runs", tmp_path / "runs")
     assert code == 1 and "3 days at 55.71 USD per lot" in err
     assert not (tmp_path / "runs").exists()
 
 
 def test_rental_window_longer_than_the_package_is_refused(tmp_path, cli):
     code, _, err = cli("rental", "add", "--campaign", "camp", "--gpu", "rtx-4090", "--lots", "1", "--days", "3",
-                       "--start", "2026-09-28T09:00", "--end", "2026-10-02T09:00", "--runs", tmp_path / "runs")
+                       "--start", "2026-09-28T09:00+07:00", "--end", "2026-10-02T09:00+07:00", "--new-campaign",
+                       "--runs", tmp_path / "runs")
     assert code == 1 and "96 h, longer than the 3-day package" in err
 
 

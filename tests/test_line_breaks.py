@@ -57,7 +57,7 @@ def test_line_breaks_survive_corpus_runner_predictions_site_bundle_and_verify(ti
     assert trial["id_check"]["ids_match"] and trial["id_check"]["observed"] == 12
     receipt = tmp_path / "receipt\u20282026.pdf"  # BagIt manifests must not split this name either
     receipt.write_bytes(b"%PDF-1.4 receipt")
-    add_rental(runs_dir=runs, campaign="tiny", gpu="rtx-4090", lots=1, days=3, start="2026-09-28T09:00", receipt=receipt)
+    add_rental(runs_dir=runs, campaign="tiny", gpu="rtx-4090", lots=1, days=3, start="2026-09-28T09:00+07:00", receipt=receipt)
     assert cli("build", "--runs", runs, "--out", tmp_path / "site")[0] == 0
     bundle = tmp_path / "site" / "campaigns" / "tiny" / "evidence-tiny.zip"
     assert verify_bundle(bundle) == []

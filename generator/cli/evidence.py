@@ -1,11 +1,11 @@
-"""Commands that record evidence beside the runs: rental, expense, deliver, exclude, withdraw."""
+"""Commands that record evidence beside the runs: rental, expense, deliver, exclude, withdraw, void."""
 
 from __future__ import annotations
 
 import click
 
 from iteralab.cli.options import FOLDER, catalog_option, emit, json_option, runs_option
-from iteralab.decision import costs, exclusions, rentals
+from iteralab.decision import corrections, costs, exclusions, rentals
 
 
 @click.group()
@@ -24,13 +24,16 @@ def rental():
 @click.option("--note", help="free text kept with the rental")
 @click.option("--run", "paid_runs", multiple=True, metavar="RUN_ID",
               help="a run this package paid for (repeatable); its manifest must show the rented GPU")
+@click.option("--tz", help="IANA time zone of --start/--end without an offset (default: the campaign's declared time zone)")
+@click.option("--new-campaign", is_flag=True, help="the campaign has no records yet (a rental bought before its first run)")
 @runs_option()
 @catalog_option
 @json_option
-def rental_add(campaign, gpu, lots, days, start, end, receipt, note, paid_runs, runs, catalog, as_json):
+def rental_add(campaign, gpu, lots, days, start, end, receipt, note, paid_runs, tz, new_campaign, runs, catalog, as_json):
     """Record a GPU package bought, priced from the catalog, with its receipt kept beside the records."""
     record = rentals.add_rental(runs_dir=runs, campaign=campaign, gpu=gpu, lots=lots, days=days, start=start, end=end,
-                                receipt=receipt, catalog=catalog, note=note, paid_runs=paid_runs)
+                                receipt=receipt, catalog=catalog, note=note, paid_runs=paid_runs, tz=tz,
+                                new_campaign=new_campaign)
     emit(as_json, record, rentals.describe_rental(record))
 
 
@@ -123,4 +126,15 @@ def withdraw(campaign, exclusion_id, reason, runs, as_json):
 
 
 
-COMMANDS = (rental, expense, deliver, exclude, withdraw)
+@click.command()
+@click.argument("record_id", metavar="RECORD_ID")
+@click.option("--reason", required=True, help="why the record is withdrawn, e.g. 'the same receipt was recorded twice'")
+@runs_option()
+@json_option
+def void(record_id, reason, runs, as_json):
+    """Void a rental, deliverable or expense recorded by mistake (or withdraw an exclusion): it stays, struck through."""
+    record = corrections.void_record(runs_dir=runs, record_id=record_id, reason=reason)
+    emit(as_json, record, corrections.describe_void(record))
+
+
+COMMANDS = (rental, expense, deliver, exclude, withdraw, void)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
+import difflib
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from iteralab.core.errors import UserError
 from iteralab.core.files import copy_atomically, sha256_file, writing
@@ -57,26 +60,31 @@ def kept_copy(runs_dir: Path, campaign: str, receipt: Path | None, *, folder: st
 
 def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days: int, start: str, end: str | None = None,
                receipt: Path | None = None, catalog: Path | None = None, note: str | None = None,
-               paid_runs: list[str] | tuple = ()) -> dict:
+               paid_runs: list[str] | tuple = (), tz: str | None = None, new_campaign: bool = False) -> dict:
     """Append a rental priced from the catalog as it is now, with its receipt copied beside the records.
 
-    PAID_RUNS names the runs (ids) the package paid for; each must exist and have observed the rented GPU.
+    PAID_RUNS names the runs (ids) the package paid for; each must exist and have observed the rented GPU. Times without an
+    offset are read in TZ, else in the campaign's declared time zone. A campaign with no records yet needs NEW_CAMPAIGN.
     """
     runs_dir = Path(runs_dir)
     records.check_name(campaign, "campaign")
     price = quote(load_catalog(catalog), gpu=gpu, days=days, lots=lots)
+    mine = _known_campaign(runs_dir, campaign, new_campaign)
     paid_runs = list(dict.fromkeys(paid_runs))
     if paid_runs:
         _check_runs(runs_dir, campaign, paid_runs, price)
-    begin = parse_time(start, None, "start")
+    zone = _zone(tz, mine, campaign)
+    begin = _moment(start, zone, "start", campaign)
     if end is not None:
-        finish = parse_time(end, None, "end")
+        finish = _moment(end, zone, "end", campaign)
         hours = elapsed_hours(begin, finish)
         if hours <= 0:
             raise UserError(f"--end {end} is not after --start {start}")
         if hours > days * 24:
             raise UserError(f"the window is {format_hours(hours)} h, longer than the {days}-day package ({days * 24} h); packages are "
                             "never extended automatically: record each extra period as its own rental")
+    if receipt is not None:
+        _refuse_repeated_receipt(mine, Path(receipt), campaign)
     with kept_copy(runs_dir, campaign, receipt) as copied:
         record = records.make_record(
             "rental", campaign=campaign, run_id=records.new_id("run-rental"),
@@ -87,6 +95,57 @@ def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days
         )
         records.append(runs_dir, record)
     return record
+
+
+def _known_campaign(runs_dir: Path, campaign: str, new_campaign: bool) -> list[dict]:
+    """Return the campaign's records; refuse an unknown name (a typo would start a campaign of its own) unless it is new."""
+    loaded = reading.load(runs_dir) if runs_dir.is_dir() else None
+    mine = loaded.of_campaign(campaign) if loaded else []
+    if mine or new_campaign:
+        return mine
+    known = sorted({r["campaign"] for r in loaded.records}) if loaded else []
+    close = difflib.get_close_matches(campaign, known, n=3, cutoff=0.6)
+    hint = (f"did you mean {' or '.join(close)}? " if close else "") + (f"campaigns there: {', '.join(known)}; " if known else "")
+    raise UserError(f"campaign {campaign} has no records in {runs_dir}: {hint}for a rental bought before the campaign's "
+                    "first run, add --new-campaign")
+
+
+def _zone(tz: str | None, mine: list[dict], campaign: str) -> ZoneInfo | None:
+    """Return the zone of times without an offset: --tz, else the time zone the campaign's [decision] table declares."""
+    if tz is None:
+        declared = next((((m.get("protocol") or {}).get("decision") or {}).get("time_zone")
+                         for m in reversed(mine) if m["kind"] == "manifest"), None)
+        if declared is None:
+            return None
+        tz = declared
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise UserError(f"--tz {tz!r} is not a known time zone; use an IANA name such as Asia/Jakarta") from None
+
+
+def _moment(text: str, zone: ZoneInfo | None, what: str, campaign: str):
+    """Parse a rental time; one without an offset needs a zone, since a guessed UTC shifts the rental by hours."""
+    moment = parse_time(text, zone, what)
+    if zone is None and dt.datetime.fromisoformat(str(text).strip()).tzinfo is None:
+        raise UserError(f"--{what} {text} has no UTC offset and campaign {campaign} declares no time zone: write the offset "
+                        "(e.g. 2026-09-28T09:00+07:00) or pass --tz Asia/Jakarta; nothing was recorded")
+    return moment
+
+
+def _refuse_repeated_receipt(mine: list[dict], receipt: Path, campaign: str) -> None:
+    """Refuse a receipt already recorded for the campaign's rentals (same sha256): the spend would count twice."""
+    if not receipt.is_file():
+        return  # kept_copy says what is wrong with it
+    digest = sha256_file(receipt)
+    voided = {r["voided_id"] for r in mine if r["kind"] == "withdrawal" and "voided_id" in r}
+    for earlier in mine:
+        if (earlier["kind"] == "rental" and earlier["record_id"] not in voided and earlier["receipt"]
+                and earlier["receipt"]["sha256"] == digest):
+            raise UserError(f"receipt {receipt} (sha256 {digest[:12]}…) is already recorded for {campaign} by rental "
+                            f"{earlier['record_id']} ({earlier['total']} {earlier['currency']} from {earlier['start']}); "
+                            f"one receipt is one rental. If that rental is wrong, iteralab void {earlier['record_id']} "
+                            "--reason '...' first; nothing was recorded")
 
 
 def _check_runs(runs_dir: Path, campaign: str, paid_runs: list[str], price) -> None:
@@ -130,7 +189,8 @@ def deliver(*, runs_dir: Path | str, campaign: str, trial_id: str, name: str | N
     if manifest is None:
         raise UserError(f"the manifest {trial['manifest_id']} of trial {trial_id} is missing; run iteralab check")
     fingerprint = manifest["corpus"]["fingerprint"]
-    for earlier in (r for r in mine if r["kind"] == "deliverable"):
+    voided = {r["voided_id"] for r in mine if r["kind"] == "withdrawal" and "voided_id" in r}
+    for earlier in (r for r in mine if r["kind"] == "deliverable" and r["record_id"] not in voided):
         if earlier["corpus_fingerprint"] == fingerprint:
             raise UserError(f"the corpus {fingerprint[:19]}… was already delivered for {campaign} "
                             f"({earlier['record_id']}, from trial {earlier['trial_id']}); repetitions are not new deliverables")

@@ -24,6 +24,17 @@ from iteralab.store.records import KINDS
 from iteralab.store.views import campaign_views
 
 
+def _refuse_nested(runs: Path, out: Path) -> None:
+    """Refuse a site folder inside the evidence, or evidence inside the site folder a build rewrites."""
+    runs_at, out_at = runs.resolve(), out.resolve()
+    if out_at == runs_at or out_at.is_relative_to(runs_at):
+        raise UserError(f"--out {out} is inside the runs folder {runs}: the site would be written among the evidence; "
+                        "choose a folder outside it, e.g. --out site; nothing was written")
+    if runs_at.is_relative_to(out_at):
+        raise UserError(f"the runs folder {runs} is inside --out {out}: a build rewrites that folder; keep the records "
+                        "outside it; nothing was written")
+
+
 def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", notes: Path | str | None = None,
                catalog: Path | str | None = None, sheets: Path | str | None = None, chart_cache: Path | None = None,
                processes: int | None = None) -> dict:
@@ -34,6 +45,7 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
     runs, out = Path(runs), Path(out)
     if not runs.is_dir():
         raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records")
+    _refuse_nested(runs, out)
     places = Places(out, runs, notes_folder(runs, notes), Path(catalog) if catalog else None,
                     chart_cache if chart_cache is not None else out.parent / ".iteralab-cache" / "charts")
     sheets_dir = sheets_folder(runs, sheets)

@@ -158,34 +158,37 @@ def load(runs_dir: Path) -> Loaded:
 
 
 def _unknown_references(loaded: Loaded) -> None:
-    """Report an exclusion naming a trial its campaign lacks, and a withdrawal naming an exclusion it lacks."""
-    trials = {(r["campaign"], r["record_id"]) for r in loaded.records if r["kind"] == "trial"}
-    exclusions = {(r["campaign"], r["record_id"]) for r in loaded.records if r["kind"] == "exclusion"}
+    """Report an exclusion naming a trial its campaign lacks, and a withdrawal or void naming a record it lacks."""
+    kinds = {(r["campaign"], r["record_id"]): r["kind"] for r in loaded.records}
     withdrawn: dict[tuple, str] = {}
     for record, where in zip(loaded.records, loaded.sources, strict=True):
         if record["kind"] == "exclusion":
             for trial_id in record["trials"]:
-                if (record["campaign"], trial_id) not in trials:
+                if kinds.get((record["campaign"], trial_id)) != "trial":
                     loaded.problems.append(f"{where}: exclusion {record['record_id']} names trial {trial_id}, which is not a "
                                            f"trial of campaign {record['campaign']}; it excludes nothing there")
         elif record["kind"] == "withdrawal":
-            key = (record["campaign"], record["exclusion_id"])
-            if key not in exclusions:
-                loaded.problems.append(f"{where}: withdrawal {record['record_id']} names exclusion {record['exclusion_id']}, "
-                                       f"which is not an exclusion of campaign {record['campaign']}")
+            target, kind = ((record["exclusion_id"], "exclusion") if "exclusion_id" in record
+                            else (record["voided_id"], record["voided_kind"]))
+            verb = "withdraws" if kind == "exclusion" else "voids"
+            key = (record["campaign"], target)
+            if kinds.get(key) != kind:
+                loaded.problems.append(f"{where}: withdrawal {record['record_id']} names {kind} {target}, "
+                                       f"which is not {'an' if kind[0] in 'ae' else 'a'} {kind} of campaign {record['campaign']}")
             elif key in withdrawn:
-                loaded.problems.append(f"{where}: withdrawal {record['record_id']} withdraws exclusion {record['exclusion_id']} "
-                                       f"again (first by {withdrawn[key]}); the first withdrawal stands")
+                loaded.problems.append(f"{where}: withdrawal {record['record_id']} {verb} {kind} {target} "
+                                       f"again (first by {withdrawn[key]}); the first one stands")
             else:
                 withdrawn[key] = record["record_id"]
 
 
 def _repeated_deliverables(loaded: Loaded) -> None:
     """Report a corpus delivered twice (two teams' folders merged): it is one deliverable, counted once."""
+    voided = {(r["campaign"], r["voided_id"]) for r in loaded.records if r["kind"] == "withdrawal" and "voided_id" in r}
     first: dict[tuple, tuple[dict, str]] = {}
     for record, where in zip(loaded.records, loaded.sources, strict=True):
-        if record["kind"] != "deliverable":
-            continue
+        if record["kind"] != "deliverable" or (record["campaign"], record["record_id"]) in voided:
+            continue  # a voided deliverable counts nowhere: delivering its corpus again is no repeat
         key = (record["campaign"], record["corpus_fingerprint"])
         earlier = first.setdefault(key, (record, where))
         if earlier[0] is not record:

@@ -18,6 +18,7 @@ from iteralab.core.files import writing
 
 SCHEMA_VERSION = 1
 KINDS = ("manifest", "trial", "rental", "deliverable", "exclusion", "withdrawal", "expense")
+VOIDABLE = ("rental", "deliverable", "expense")  # what iteralab void withdraws; trials are set aside by exclusions
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DRIVE_PATTERN = re.compile(r"[A-Za-z]:")  # C:foo is absolute on Windows
 

@@ -13,6 +13,8 @@ from iteralab.money.catalog import cost_per_validated_corpus, money
 from iteralab.store import expenses
 from iteralab.store.configuration import Configuration, configuration_of
 from iteralab.store.reading import Loaded
+from iteralab.store.records import VOIDABLE
+from iteralab.store.separation import separate
 
 CONFIG_FIELDS = ("batch_size", "precision", "quantization", "compile", "attention", "length_sorted", "device")
 
@@ -152,6 +154,12 @@ class CampaignView:
     withdrawals: tuple[dict, ...] = ()
     excluded: dict = field(default_factory=dict)  # trial id -> id of the active exclusion that sets it aside
     expenses: tuple[dict, ...] = ()  # other project costs, never package spend
+    voids: tuple[dict, ...] = ()  # withdrawals of a rental, deliverable or expense (iteralab void), in the order recorded
+    voided: tuple[dict, ...] = ()  # the records they void: kept as evidence, counted nowhere
+
+    def void_of(self, record_id: str) -> dict | None:
+        """Return the void of a rental, deliverable or expense, or None while it counts."""
+        return next((v for v in self.voids if v["voided_id"] == record_id), None)
 
     def withdrawal_of(self, exclusion_id: str) -> dict | None:
         """Return the withdrawal of an exclusion, or None while it applies."""
@@ -250,32 +258,8 @@ class CampaignView:
             if whole is not None and per is None:
                 reason = "undefined: no accepted deliverable"
         return {"rentals": self.rentals, "spend": spend, "currency": currencies[0] if currencies else None,
-                "expenses": self.expenses, "other": other, "other_currency": other_currency, "other_reason": other_reason,
+                "voided": [{"record": r, "void": self.void_of(r["record_id"])} for r in self.voided], "expenses": self.expenses, "other": other, "other_currency": other_currency, "other_reason": other_reason,
                 "deliverables": accepted, "cost_per_validated_corpus": per, "reason": reason, "includes": includes}
-
-
-def separate(first: VariantSummary, second: VariantSummary) -> dict:
-    """Compare two variants' raw durations: separated only when ranges do not overlap and spread < gap."""
-    names = f"{first.label} and {second.label}"
-    if len(first.seconds) < 2 or len(second.seconds) < 2:
-        caused = [f"{s.label} has {len(s.seconds)} left, {s.excluded_successes} excluded" for s in (first, second)
-                  if len(s.seconds) < 2 and s.excluded_successes]
-        because = f" Exclusions caused it: {'; '.join(caused)}." if caused else ""
-        return {"pair": (first.label, second.label), "separated": None,
-                "text": f"{names}: cannot be compared, fewer than two successful trials for at least one of them.{because}"}
-    gap = abs(first.median - second.median)
-    spread = max(first.maximum - first.minimum, second.maximum - second.minimum)
-    overlap = max(first.minimum, second.minimum) <= min(first.maximum, second.maximum)
-    if overlap or spread >= gap:
-        return {"pair": (first.label, second.label), "separated": False,
-                "text": (f"{names}: the series has not separated them. The spread of the repetitions "
-                         f"({spread:.3f} s) is comparable to the difference between medians ({gap:.3f} s)"
-                         + (" and their ranges overlap." if overlap else "."))}
-    fast, slow = (first, second) if first.median < second.median else (second, first)
-    return {"pair": (first.label, second.label), "separated": True,
-            "text": (f"{fast.label} was faster than {slow.label} in every repetition: slowest {fast.maximum:.3f} s "
-                     f"against fastest {slow.minimum:.3f} s; medians {fast.median:.3f} s and {slow.median:.3f} s "
-                     f"({(slow.median - fast.median) / slow.median:.0%} less time).")}
 
 
 # 'CAMPAIGN/records/RUN.jsonl:LINE: what is wrong': the folder before the first '/' of the file part is the campaign.
@@ -324,16 +308,25 @@ def _view(name: str, mine: list[dict], problems: list[str], present: set[str] | 
                  for t in trials if t["record_id"] in missing]
     title = manifests[-1].get("title") if manifests and manifests[-1].get("title") else name
     exclusions = of_kind("exclusion", lambda r: (r["created_at"], r["record_id"]))
-    withdrawals = of_kind("withdrawal", lambda r: (r["created_at"], r["record_id"]))
+    corrections = of_kind("withdrawal", lambda r: (r["created_at"], r["record_id"]))
+    withdrawals = tuple(w for w in corrections if "exclusion_id" in w)
+    voids = tuple(w for w in corrections if "voided_id" in w)
+    voided_ids = {v["voided_id"] for v in voids}
     excluded = _excluded(exclusions, withdrawals, {t["record_id"] for t in trials})
     summaries = _summaries(trials, {m["record_id"]: m for m in manifests}, excluded)
-    costs = of_kind("expense", lambda r: (r["created_at"], r["record_id"]))
+
+    def counted(kind, key):
+        return tuple(r for r in of_kind(kind, key) if r["record_id"] not in voided_ids)
+
+    costs = counted("expense", lambda r: (r["created_at"], r["record_id"]))
     keys = {summary.key for summary in summaries}
     problems += [f"expense {e['record_id']} names configuration {key}, which campaign {name} lacks; it is added to none"
                  for e in costs if e["applies_to"] != "all" for key in e["applies_to"] if key not in keys]
-    return CampaignView(name, title, manifests, trials, of_kind("rental", lambda r: r["created_at"]),
-                        of_kind("deliverable", lambda r: (r["created_at"], r["record_id"])), summaries, tuple(problems),
-                        missing, exclusions=exclusions, withdrawals=withdrawals, excluded=excluded, expenses=costs)
+    voided = tuple(r for r in mine if r["record_id"] in voided_ids and r["kind"] in VOIDABLE)
+    return CampaignView(name, title, manifests, trials, counted("rental", lambda r: r["created_at"]),
+                        counted("deliverable", lambda r: (r["created_at"], r["record_id"])), summaries, tuple(problems),
+                        missing, exclusions=exclusions, withdrawals=withdrawals, excluded=excluded, expenses=costs,
+                        voids=voids, voided=tuple(sorted(voided, key=lambda r: (r["created_at"], r["record_id"]))))
 
 
 def _excluded(exclusions: tuple, withdrawals: tuple, trial_ids: set[str]) -> dict[str, str]:
