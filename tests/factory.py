@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from iteralab.store import records
 
 FINGERPRINT = "a" * 64
@@ -83,8 +85,10 @@ def trial(manifest_record, variant="b1", *, seconds=1.0, status="ok", repetition
 
 def rental(campaign="camp", total="47.14", lots=1, runs=None, gpu="rtx-4090", price="47.14", days=3):
     extra = {"runs": runs} if runs is not None else {}
+    # Started a day ago: the runs the factory makes now fall inside the package's period.
+    start = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).replace(microsecond=0).isoformat()
     return records.make_record("rental", campaign=campaign, run_id=records.new_id("run-rental"), gpu=gpu, lots=lots, days=days,
-                               start="2026-09-28T09:00", end=None, catalog_version="2026-09-24", price_per_lot=price,
+                               start=start, end=None, catalog_version="2026-09-24", price_per_lot=price,
                                total=total, currency="USD", cards_per_lot=1, gpus=lots, receipt=None, **extra)
 
 

@@ -183,3 +183,20 @@ def test_build_refuses_a_site_inside_the_runs_folder_or_around_it_and_writes_not
     code, _, err = cli("build", "--runs", runs, "--out", out)
     assert code == 1 and ("is inside the runs folder" in err or "is inside --out" in err) and "nothing was written" in err
     assert snapshot(runs.parent) == before
+
+
+def test_decide_on_the_demo_prices_cards_to_measure_in_explicit_periods_beside_the_single_package(cli):
+    """Regression for #20: the demo's 96 h window; by hand, RTX 6000 Ada 2 × 55.71 = 111.42 (only 3-day packages are
+    listed), RTX 4090 2 × 47.14 = 94.28 against one 7-day package at 110.00."""
+    code, out, _ = cli("decide", CAMPAIGN, "--runs", FIXTURE, "--json")
+    assert code == 0
+    cards = {card["gpu"]: card for card in json.loads(out)["to_measure"]}
+    assert (cards["rtx-6000-ada"]["price_for_window"], cards["rtx-6000-ada"]["periods"], cards["rtx-6000-ada"]["days"],
+            cards["rtx-6000-ada"]["single_package"]) == ("111.42", 2, 3, None)
+    assert (cards["rtx-4090"]["price_for_window"], cards["rtx-4090"]["periods"], cards["rtx-4090"]["package"]) == (
+        "94.28", 2, "2 consecutive 3-day periods, bought explicitly; no automatic extension")
+    assert cards["rtx-4090"]["single_package"] == {"days": 7, "periods": 1, "package": "one 7-day package",
+                                                   "price_for_window": "110.00", "currency": "USD"}
+    code, text, _ = cli("decide", CAMPAIGN, "--runs", FIXTURE)
+    assert "RTX 4090: 94.28 USD for one lot in 2 consecutive 3-day periods, bought explicitly; no automatic extension " \
+           "(one 7-day package: 110.00 USD, no second setup)" in text

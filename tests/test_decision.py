@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 from decimal import Decimal
@@ -246,15 +247,20 @@ def test_a_real_cpu_run_copied_beside_another_machines_stays_its_own_configurati
 
 
 def test_rentals_link_to_runs_whose_manifests_show_the_card(merged, cli, tmp_path):
+    # The factory's runs were recorded just now: a rental started yesterday covers them.
+    yesterday = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")
     code, out, _ = cli("rental", "add", "--campaign", "merged", "--gpu", "rtx-4090", "--lots", "1", "--days", "3",
-                       "--start", "2026-09-28T09:00", "--run", "run-4090", "--runs", merged)
+                       "--start", yesterday, "--run", "run-4090", "--runs", merged)
     assert code == 0 and "paid for run(s) run-4090" in out
     before = sorted(p.read_bytes() for p in merged.rglob("*.jsonl"))
-    for run, message in (("run-cpu", "observed no GPU (CPU Test CPU): the hardware does not match"),
-                         ("run-ada", "observed NVIDIA RTX 6000 Ada Generation"),
-                         ("run-elsewhere", "--run run-elsewhere is not a run of campaign merged")):
+    for run, start, message in (("run-cpu", yesterday, "observed no GPU (CPU Test CPU): the hardware does not match"),
+                                ("run-ada", yesterday, "observed NVIDIA RTX 6000 Ada Generation"),
+                                ("run-elsewhere", yesterday, "--run run-elsewhere is not a run of campaign merged"),
+                                # Regression for #20: a run outside the rental's period is refused at rental add --run.
+                                ("run-4090", "2026-09-28T09:00", "outside the rental's period (2026-09-28T09:00:00+07:00 to "
+                                 "2026-10-01T09:00:00+07:00); check --start, --end and --run; nothing was recorded")):
         code, _, err = cli("rental", "add", "--campaign", "merged", "--gpu", "rtx-4090", "--lots", "1", "--days", "3",
-                           "--start", "2026-09-28T09:00", "--run", run, "--runs", merged)
+                           "--start", start, "--run", run, "--runs", merged)
         assert code == 1 and message in err and "Traceback" not in err
     assert sorted(p.read_bytes() for p in merged.rglob("*.jsonl")) == before  # a refused rental writes nothing
 

@@ -422,7 +422,7 @@ def test_rental_links_that_do_not_hold_are_named_with_the_rental_the_run_and_wha
     four = factory.manifest("camp", "run-4x", environment=factory.machine("NVIDIA GeForce RTX 4090", count=4))
     good = factory.manifest("camp", "run-ok", environment=factory.machine("NVIDIA GeForce RTX 4090", count=2))
     rental = factory.rental("camp", lots=2, runs=["run-h100", "run-cpu", "run-4x", "run-gone", "run-ok"])
-    view = SimpleNamespace(name="camp", manifests=[two_h100, cpu, four, good], rentals=[rental])
+    view = SimpleNamespace(name="camp", manifests=[two_h100, cpu, four, good], trials=[], rentals=[rental])
     links, problems = decision.check_rentals(view)
     where = f"rental {rental['record_id']} (2 lot(s) rtx-4090)"
     assert problems == [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 import re
@@ -12,7 +13,7 @@ from decimal import Decimal
 import pytest
 from bs4 import BeautifulSoup
 
-from iteralab.store import records
+from iteralab.store import reading, records
 from tests import factory
 from tests.test_exclusions import A1, A8, CPU1, machines  # noqa: F401 - the merged two-machine fixture
 
@@ -98,8 +99,11 @@ def test_the_bundle_carries_every_rental_and_expense_as_focus_rows(costed, cli, 
         assert row["ChargePeriodStart"] < row["ChargePeriodEnd"]  # the end is exclusive, after the start
         assert re.fullmatch(r"\d+\.\d{2}", row["BilledCost"]) and re.fullmatch(r"[A-Z]{3}", row["BillingCurrency"])
     rental, expense = rows
+    (recorded,) = reading.load(runs).of_kind("rental")
+    start = dt.datetime.fromisoformat(recorded["start"]).astimezone(dt.UTC)
     assert (rental["ChargeCategory"], rental["BilledCost"], rental["ChargePeriodStart"], rental["ChargePeriodEnd"]) == (
-        "Purchase", "47.14", "2026-09-28T09:00:00Z", "2026-10-01T09:00:00Z")  # 3 days from the start, end exclusive
+        "Purchase", "47.14", f"{start:%Y-%m-%dT%H:%M:%S}Z",
+        f"{start + dt.timedelta(days=3):%Y-%m-%dT%H:%M:%S}Z")  # 3 days from the start, end exclusive
     assert rental["x_Configuration"] == f"{A1}; {A8}"
     assert (expense["ChargeCategory"], expense["BilledCost"], expense["x_RecordId"], expense["x_Configuration"]) == (
         "Usage", "12.50", setup["record_id"], A8)

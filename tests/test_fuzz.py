@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from pathlib import Path
 
@@ -212,7 +213,12 @@ def test_the_compiled_check_agrees_with_the_reference_validator(path, value):
     compiled = records._fast_validators()["trial"].is_valid(record)
     validators = records._validators()
     reference = not list(validators["common"].iter_errors(record)) and not list(validators["trial"].iter_errors(record))
-    assert compiled == reference
+    if isinstance(value, float) and math.isnan(value):
+        # jsonschema lets NaN through "minimum"/"maximum", jsonschema-rs does not: stricter is safe (a NaN is refused on
+        # write anyway, since no JSON writer emits it). Hypothesis found it on 2026-12-03.
+        assert compiled is False
+    else:
+        assert compiled == reference
 
 
 @FUZZ

@@ -180,7 +180,7 @@ def test_invalid_records_are_refused_on_write_and_listed_on_read(tmp_path, cli):
     problems = out.splitlines()[:-1]
     assert problems == [
         "demo/records/hand.jsonl:2: a record must be a JSON object, not list",
-        "demo/records/hand.jsonl:3: kind: 'invoice' is not one of ['manifest', 'trial', 'rental', 'deliverable', 'exclusion', 'withdrawal', 'expense']",
+        "demo/records/hand.jsonl:3: kind: 'invoice' is not one of ['manifest', 'trial', 'rental', 'deliverable', 'exclusion', 'withdrawal', 'expense', 'start', 'resumption']",
         "demo/records/hand.jsonl:4: total: 220.0 is not of type 'string'",
         "demo/records/hand.jsonl:5: schema_version 99 is newer than this iteralab understands (1): upgrade iteralab to read it",
         "demo/records/hand.jsonl:6: schema_version 'one' is not a positive integer",

@@ -9,7 +9,7 @@ import click
 from iteralab import demo as embedded
 from iteralab.cli.options import FOLDER, catalog_option, emit, json_option, runs_option
 from iteralab.core.paths import DEFAULT_RUNS
-from iteralab.decision import text
+from iteralab.decision import rental_checks, text
 from iteralab.decision.report import decision_report
 from iteralab.run import runner, summary
 from iteralab.site import bundle, notes, serve
@@ -21,8 +21,8 @@ from iteralab.store import reading
 @click.argument("runs", type=FOLDER, default=DEFAULT_RUNS, required=False)
 @json_option
 def check(runs, as_json):
-    """Validate every record under the runs folder and list each problem as file:line: reason."""
-    loaded = reading.load(runs)
+    """Validate every record under the runs folder and every rental's runs; list each problem with where it is."""
+    loaded = rental_checks.check_folder(runs)
     emit(as_json, reading.check_data(loaded), reading.describe_check(loaded))
     return 1 if loaded.problems else 0
 
@@ -31,15 +31,19 @@ def check(runs, as_json):
 @click.argument("campaign", type=FOLDER)
 @runs_option("runs folder to append records to (default: runs)")
 @click.option("--dry-run", is_flag=True, help="validate everything and print the plan without loading the model")
+@click.option("--rental", "rental_id", metavar="RENTAL_ID",
+              help="tie the run to a rental recorded with rental add; refused on a machine without its card")
+@click.option("--resume", is_flag=True, help="continue the latest unfinished run of this campaign instead of starting one")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @json_option
-def run(campaign, runs, dry_run, quiet, as_json):
+def run(campaign, runs, dry_run, rental_id, resume, quiet, as_json):
     """Run a benchmark campaign: protocol fixed first, rotated trials, every outcome recorded."""
     if dry_run:
-        prepared = runner.prepare(campaign, runs)
+        prepared = runner.prepare(campaign, runs, rental_id=rental_id, resume=resume)
         emit(as_json, summary.plan_data(prepared), summary.describe_plan(prepared))
         return 0
-    result = runner.run_campaign(campaign_file=campaign, runs_dir=runs, quiet=quiet or as_json)
+    result = runner.run_campaign(campaign_file=campaign, runs_dir=runs, quiet=quiet or as_json, rental_id=rental_id,
+                                 resume=resume, warn=lambda message: click.echo(message, err=True))
     emit(as_json, summary.run_data(result), summary.describe_run(result))
     return 130 if result.interrupted else 0
 

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from iteralab.core.errors import UserError
 from iteralab.core.files import copy_atomically, sha256_file, writing
-from iteralab.decision.report import check_rentals
+from iteralab.decision.rental_checks import check_rentals
 from iteralab.money.catalog import load_catalog, quote
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
 from iteralab.store import reading, records
@@ -70,11 +70,9 @@ def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days
     records.check_name(campaign, "campaign")
     price = quote(load_catalog(catalog), gpu=gpu, days=days, lots=lots)
     mine = _known_campaign(runs_dir, campaign, new_campaign)
-    paid_runs = list(dict.fromkeys(paid_runs))
-    if paid_runs:
-        _check_runs(runs_dir, campaign, paid_runs, price)
     zone = _zone(tz, mine, campaign)
     begin = _moment(start, zone, "start", campaign)
+    finish = None
     if end is not None:
         finish = _moment(end, zone, "end", campaign)
         hours = elapsed_hours(begin, finish)
@@ -83,6 +81,9 @@ def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days
         if hours > days * 24:
             raise UserError(f"the window is {format_hours(hours)} h, longer than the {days}-day package ({days * 24} h); packages are "
                             "never extended automatically: record each extra period as its own rental")
+    paid_runs = list(dict.fromkeys(paid_runs))
+    if paid_runs:
+        _check_runs(runs_dir, campaign, paid_runs, price, begin, finish)
     if receipt is not None:
         _refuse_repeated_receipt(mine, Path(receipt), campaign)
     with kept_copy(runs_dir, campaign, receipt) as copied:
@@ -148,7 +149,7 @@ def _refuse_repeated_receipt(mine: list[dict], receipt: Path, campaign: str) -> 
                             "--reason '...' first; nothing was recorded")
 
 
-def _check_runs(runs_dir: Path, campaign: str, paid_runs: list[str], price) -> None:
+def _check_runs(runs_dir: Path, campaign: str, paid_runs: list[str], price, begin, finish) -> None:
     """Refuse a rental whose runs are unknown or observed other hardware than the package rented."""
     for run_id in paid_runs:
         records.check_name(run_id, "--run")
@@ -160,12 +161,15 @@ def _check_runs(runs_dir: Path, campaign: str, paid_runs: list[str], price) -> N
     if unknown:
         raise UserError(f"--run {unknown[0]} is not a run of campaign {campaign} in {runs_dir} "
                         f"(its runs: {', '.join(known) or 'none yet'}); record the rental after the run, or leave --run out")
-    probe = {"record_id": "being recorded", "gpu": price.price.gpu.slug, "lots": price.lots,
-             "cards_per_lot": price.price.gpu.cards_per_lot, "runs": paid_runs}
+    probe = {"record_id": "being recorded", "gpu": price.price.gpu.slug, "lots": price.lots, "days": price.price.days,
+             "cards_per_lot": price.price.gpu.cards_per_lot, "runs": paid_runs, "start": begin.isoformat(),
+             "end": finish.isoformat() if finish else None}
     _, problems = check_rentals(dataclasses.replace(view, rentals=(probe,)))
     if problems:
         raise UserError(problems[0].replace("it is not counted for that run's configurations",
-                                            "check --gpu, --lots and --run; nothing was recorded"))
+                                            "check --gpu, --lots and --run; nothing was recorded")
+                        .replace("it is still counted: check the rental's dates and the run",
+                                 "check --start, --end and --run; nothing was recorded"))
 
 
 def deliver(*, runs_dir: Path | str, campaign: str, trial_id: str, name: str | None = None) -> dict:

@@ -12,10 +12,11 @@ from iteralab.core.errors import CampaignFailed, UserError, within_campaign
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.decision.plan import Plan, decimal_hours, plan_row, span, span_range
 from iteralab.decision.question import Question, question_of
+from iteralab.decision.rental_checks import check_rentals
 from iteralab.money.catalog import Catalog, load_catalog, money
 from iteralab.money.schedule import format_hours, package_plans, single_package
 from iteralab.store import expenses
-from iteralab.store.configuration import catalog_card, manifest_gpus, name_matches
+from iteralab.store.configuration import catalog_card
 from iteralab.store.reading import load
 from iteralab.store.trials import trial_table
 from iteralab.store.views import CampaignView, VariantSummary, campaign_views, separate
@@ -114,35 +115,6 @@ def _figures(table) -> dict:
             "one_time": tuple(float(one_time.loc[key, c]) for c in ("min", "max")) if has else (None, None),
         }
     return figures
-
-
-def check_rentals(view: CampaignView) -> tuple[dict, list[str]]:
-    """Match each rental's GPU and cards with the hardware its runs' manifests observed; return valid links and problems."""
-    manifests = {}
-    for manifest in view.manifests:
-        manifests.setdefault(manifest["run_id"], manifest)
-    links, problems = {}, []
-    for rental in view.rentals:
-        covered = rental["lots"] * rental["cards_per_lot"]
-        for run_id in rental.get("runs") or []:
-            manifest = manifests.get(run_id)
-            where = f"rental {rental['record_id']} ({rental['lots']} lot(s) {rental['gpu']})"
-            if manifest is None:
-                problems.append(f"{where} names run {run_id}, which has no manifest in campaign {view.name}; "
-                                "copy that run's records here or correct the rental; it is not counted")
-                continue
-            observed = manifest_gpus(manifest)
-            if not any(name_matches(rental["gpu"], name) for name in observed):
-                seen = ", ".join(observed) or f"no GPU (CPU {(manifest['environment'].get('cpu') or {}).get('model')})"
-                problems.append(f"{where} names run {run_id}, whose manifest observed {seen}: the hardware does not match; "
-                                "it is not counted for that run's configurations")
-                continue
-            if len(observed) > covered:
-                problems.append(f"{where} covers {covered} card(s) but run {run_id} observed {len(observed)}: "
-                                "it is not counted for that run's configurations")
-                continue
-            links.setdefault(run_id, []).append(rental)
-    return links, problems
 
 
 def _observed(row: Row, links: dict, rows_by_run: dict, items: tuple = ()) -> Row:

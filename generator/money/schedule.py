@@ -105,6 +105,17 @@ def plan_window(*, start: str, end: str, tz: str | None = None, catalog: Catalog
                   catalog.version if priced else None)
 
 
+def rental_period(rental: dict) -> tuple[dt.datetime, dt.datetime]:
+    """Return the rental's start and end: its recorded end, else start + the package's days (never extended)."""
+    start = dt.datetime.fromisoformat(rental["start"])
+    if start.tzinfo is None:  # records from before offsets were required were stored as UTC
+        start = start.replace(tzinfo=dt.UTC)
+    if rental.get("end"):
+        end = dt.datetime.fromisoformat(rental["end"])
+        return start, end if end.tzinfo else end.replace(tzinfo=dt.UTC)
+    return start, start + dt.timedelta(days=rental["days"])
+
+
 def periods_needed(hours: Decimal, days: int) -> int:
     """Return how many consecutive DAYS-day periods, bought explicitly, cover HOURS (at least one)."""
     return max(1, math.ceil(hours / (days * 24)))

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import hashlib
 import json
 import os
-import signal
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +18,9 @@ from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint,
 from iteralab.run.corpus import Corpus, load_corpus, token_counts
 from iteralab.run.machine import code_version, machine_facts, model_files
 from iteralab.run.metrics import check_format, check_ids, evaluate
+from iteralab.run.rental import check_machine, find_rental, rental_link
+from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
+from iteralab.run.signals import Signals
 from iteralab.run.summary import Progress, plan_data
 from iteralab.run.trial import (
     Inference,
@@ -47,6 +50,9 @@ class Prepared:
     plan: list[tuple[str, int]]
     existing: list[dict]
     reference: dict | None = None
+    environment: dict | None = None  # this machine, read once before any model loads
+    rental: dict | None = None  # the rental the run is tied to (--rental)
+    resumption: Resumption | None = None  # the run --resume continues
 
 
 @dataclass
@@ -58,6 +64,8 @@ class RunResult:
     manifest: dict | None
     trials: list[dict] = field(default_factory=list)
     interrupted: bool = False
+    resumed: dict | None = None  # the resumption record, when --resume continued the run
+    warnings: list[str] = field(default_factory=list)
 
 
 def _model_config(model_dir: Path) -> dict:
@@ -78,11 +86,22 @@ def _labels(config: dict, source: Path) -> list[str]:
     return [str(id2label[key]) for key in sorted(id2label, key=int)]
 
 
-def prepare(campaign_file: Path | str, runs_dir: Path | str) -> Prepared:
-    """Validate the campaign, corpus, model folder and existing records; plan the trials."""
+def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str | None = None,
+            resume: bool = False) -> Prepared:
+    """Validate the campaign, corpus, model folder, machine and existing records; plan the trials.
+
+    RENTAL_ID ties the run to a recorded rental (refused on a machine without its card); RESUME finds the unfinished run
+    to continue (refused when the protocol, the variants, the machine or the software differ).
+    """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     campaign = load_campaign(campaign_file)
     runs_dir = Path(runs_dir)
+    environment = machine_facts()
+    rental = None
+    if rental_id is not None:
+        # Before any model or tokenizer loads: a machine without the rented card is refused at once.
+        rental = find_rental(runs_dir, campaign.name, rental_id)
+        check_machine(rental, environment)
     config = _model_config(campaign.model_path)
     labels = _labels(config, campaign.model_path)
     corpus = load_corpus(campaign.corpus_path)
@@ -101,13 +120,18 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str) -> Prepared:
     bucket_of = {entry_id: _bucket(count, protocol["buckets"]) for entry_id, count in token_counts.items()}
     fingerprint = protocol_fingerprint(protocol, corpus.fingerprint)
     existing = _campaign_records(runs_dir, campaign.name)
-    _refuse_changed_protocol(campaign, existing, fingerprint)
+    resumption = find_resumable(campaign, existing, fingerprint, environment) if resume else None
+    if resumption is None:
+        _refuse_changed_protocol(campaign, existing, fingerprint)
+    elif rental_id is not None and rental_id != (resumption.manifest.get("rental") or {}).get("rental_id"):
+        raise UserError(f"run {resumption.manifest['run_id']} was not started with --rental {rental_id}: a resumed run keeps "
+                        "its own rental link; leave --rental out, or link the rental with rental add --run")
     plan = rotation([variant.name for variant in campaign.variants], protocol["repetitions"], protocol["reference_variant"])
     prepared = Prepared(
         campaign, corpus, f"{campaign.name}/inputs/{corpus.file_sha256[:16]}{campaign.corpus_path.suffix.lower()}",
         fingerprint, labels, token_counts, bucket_of,
         {bucket["name"]: sum(1 for b in bucket_of.values() if b == bucket["name"]) for bucket in protocol["buckets"]},
-        len(over), plan, existing)
+        len(over), plan, existing, environment=environment, rental=rental, resumption=resumption)
     _check_devices(campaign)
     return prepared
 
@@ -176,70 +200,40 @@ def _read_predictions(path: Path) -> dict[str, str]:
         return {row["id"]: row["label"] for row in csv.DictReader(handle)}
 
 
-class _Signals:
-    """Turn SIGINT/SIGTERM into Interrupted, but never while a record is being appended."""
-
-    def __init__(self):
-        self.received, self.delivered, self.protected, self.previous = None, False, False, {}
-
-    def __enter__(self):
-        for number in (signal.SIGINT, signal.SIGTERM):
-            self.previous[number] = signal.signal(number, self._handle)
-        return self
-
-    def __exit__(self, *exc):
-        for number, handler in self.previous.items():
-            signal.signal(number, handler)
-
-    def _handle(self, number, frame):
-        if self.received:
-            return  # already stopping: a second signal must not cut the record of the first
-        self.received = signal.Signals(number).name
-        if not self.protected:
-            self.delivered = True
-            raise Interrupted(self.received)
-
-    def append(self, runs_dir: Path, record: dict) -> Path:
-        self.protected = True
-        try:
-            return records.append(runs_dir, record)
-        finally:
-            self.protected = False
-            if self.received and not self.delivered:
-                self.delivered = True
-                raise Interrupted(self.received)
-
-
 def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RUNS, quiet: bool = False,
-                 progress=None) -> RunResult:
-    """Run every planned trial of a campaign and append manifest and trial records."""
+                 progress=None, rental_id: str | None = None, resume: bool = False, warn=None) -> RunResult:
+    """Run every planned trial of a campaign and append manifest and trial records.
 
+    RENTAL_ID ties the new run to a recorded rental; RESUME continues the latest unfinished run instead of starting one.
+    WARN receives warnings (a clock outside the rental's period) as they arise.
+    """
     runs_dir = Path(runs_dir)
-    prepared = prepare(campaign_file, runs_dir)
+    prepared = prepare(campaign_file, runs_dir, rental_id=rental_id, resume=resume)
     campaign = prepared.campaign
-    run_id = records.new_run_id()
     _copy_corpus(prepared, runs_dir)
-    manifest = records.make_record(
-        "manifest", campaign=campaign.name, run_id=run_id,
-        title=campaign.title, protocol_fingerprint=prepared.fingerprint, protocol=campaign.protocol,
-        corpus={"path": prepared.corpus_copy, "fingerprint": prepared.corpus.fingerprint, "file_sha256": prepared.corpus.file_sha256,
-                "entries": len(prepared.corpus.entries), "split": campaign.split, "labelled": prepared.corpus.labelled,
-                "processing_order": "file order; variants with length_sorted sort by token count inside the measured window",
-                "bucket_counts": prepared.bucket_counts, "truncated_entries": prepared.truncated,
-                "source_name": campaign.corpus_path.name},
-        model={**model_files(campaign.model_path, campaign.model_revision), "labels": prepared.labels},
-        environment=machine_facts(), code_version=code_version(),
-        variants={variant.name: variant.config() for variant in campaign.variants},
-        plan=plan_data(prepared)["plan"],
-        seed=campaign.protocol["seed"], deterministic=campaign.protocol["deterministic"],
-    )
-    result = RunResult(run_id, None, manifest)
+    state = prepared.resumption
+    manifest = state.manifest if state else _manifest(prepared)
+    result = RunResult(manifest["run_id"], None, manifest)
+    if prepared.rental is not None and not manifest["rental"]["within_period"]:
+        _, warning = rental_link(prepared.rental, dt.datetime.fromisoformat(manifest["created_at"].replace("Z", "+00:00")))
+        result.warnings.append(warning)
+        if warn:
+            warn(warning)
     progress = progress or Progress(quiet=quiet)
     prepared.reference = _reference_from_records(prepared, runs_dir)
-    with _Signals() as signals:
+    steps = state.remaining if state else [(n, name, rep) for n, (name, rep) in enumerate(prepared.plan, start=1)]
+    with Signals() as signals:
         try:
-            result.records_file = signals.append(runs_dir, manifest)
-            for sequence, (name, repetition) in enumerate(prepared.plan, start=1):
+            if state:
+                now = records.utc_now()
+                for start in state.in_flight:
+                    result.trials.append(interrupted_row(manifest, start, now))
+                    result.records_file = signals.append(runs_dir, result.trials[-1])
+                result.resumed = resumption_record(state, prepared.environment)
+                result.records_file = signals.append(runs_dir, result.resumed)
+            else:
+                result.records_file = signals.append(runs_dir, manifest)
+            for sequence, name, repetition in steps:
                 trial = execute(prepared, runs_dir, manifest, campaign.variant(name), repetition, sequence, signals, progress)
                 result.trials.append(trial)
                 if trial["status"] == "interrupted":
@@ -250,6 +244,28 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
     return result
 
 
+def _manifest(prepared: Prepared) -> dict:
+    """Return a new run's manifest: everything fixed before the first timing, and its rental link when tied to one."""
+    campaign = prepared.campaign
+    manifest = records.make_record(
+        "manifest", campaign=campaign.name, run_id=records.new_run_id(),
+        title=campaign.title, protocol_fingerprint=prepared.fingerprint, protocol=campaign.protocol,
+        corpus={"path": prepared.corpus_copy, "fingerprint": prepared.corpus.fingerprint, "file_sha256": prepared.corpus.file_sha256,
+                "entries": len(prepared.corpus.entries), "split": campaign.split, "labelled": prepared.corpus.labelled,
+                "processing_order": "file order; variants with length_sorted sort by token count inside the measured window",
+                "bucket_counts": prepared.bucket_counts, "truncated_entries": prepared.truncated,
+                "source_name": campaign.corpus_path.name},
+        model={**model_files(campaign.model_path, campaign.model_revision), "labels": prepared.labels},
+        environment=prepared.environment, code_version=code_version(),
+        variants={variant.name: variant.config() for variant in campaign.variants},
+        plan=plan_data(prepared)["plan"],
+        seed=campaign.protocol["seed"], deterministic=campaign.protocol["deterministic"],
+    )
+    if prepared.rental is not None:
+        manifest["rental"], _ = rental_link(prepared.rental, dt.datetime.fromisoformat(manifest["created_at"].replace("Z", "+00:00")))
+    return manifest
+
+
 def _copy_corpus(prepared: Prepared, runs_dir: Path) -> None:
     target = runs_dir / prepared.corpus_copy
     if not target.exists():
@@ -258,7 +274,7 @@ def _copy_corpus(prepared: Prepared, runs_dir: Path) -> None:
 
 
 def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetition: int, sequence: int,
-            signals: _Signals, progress) -> dict:
+            signals: Signals, progress) -> dict:
     """Execute one trial and append its record, whatever happened."""
     campaign, protocol = prepared.campaign, prepared.campaign.protocol
     trial_id = records.new_id("trial")
@@ -266,6 +282,8 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
     status, error, inference, predictions, quality, id_check, prediction_file = "ok", None, None, None, None, None, None
     progress.start(f"{sequence}/{len(prepared.plan)} {variant.name} rep {repetition}", len(prepared.corpus.entries))
     try:
+        # Written first: after a kill, a start without its trial record is the trial that was in flight (never dropped).
+        signals.append(runs_dir, start_record(manifest, trial_id, variant.name, repetition, sequence))
         with clock.phase("environment_check"):
             _check_environment(variant, protocol)
         with clock.phase("model_load"):

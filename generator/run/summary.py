@@ -17,7 +17,7 @@ def plan_data(prepared) -> dict:
 
 
 def describe_plan(prepared) -> str:
-    """Say what a dry run found: entries per bucket, truncation, the fingerprint and the trials in order."""
+    """Say what a dry run found: entries per bucket, truncation, the fingerprint, the trials in order, rental and resume."""
     campaign, protocol = prepared.campaign, prepared.campaign.protocol
     lines = [f"Campaign {campaign.name}: {len(prepared.corpus.entries)} entries "
              f"({', '.join(f'{n} {k}' for k, n in prepared.bucket_counts.items())}), "
@@ -25,18 +25,37 @@ def describe_plan(prepared) -> str:
              f"({'truncated' if protocol['truncation'] == 'truncate' else 'refused'})",
              f"Protocol fingerprint {prepared.fingerprint}", "Plan (trials in order):"]
     lines += [f"  {step['sequence']:>3}. {step['variant']} (repetition {step['repetition']})" for step in plan_data(prepared)["plan"]]
+    if prepared.rental is not None:
+        rental = prepared.rental
+        lines.append(f"Rental {rental['record_id']}: this machine's GPUs match {rental['lots']} lot(s) of {rental['gpu']}")
+    if prepared.resumption is not None:
+        state = prepared.resumption
+        lines.append(f"--resume would continue run {state.manifest['run_id']}: {len(state.finished)} finished (kept), "
+                     f"{len(state.in_flight)} in flight (recorded as interrupted), then "
+                     + (", ".join(f"{n}. {name} (repetition {rep})" for n, name, rep in state.remaining) or "nothing left"))
     return "\n".join(lines)
 
 
 def run_data(result) -> dict:
     """Return what a run wrote as plain data: run id, records file, the summary per variant, interrupted or not."""
     return {"run_id": result.run_id, "records_file": str(result.records_file), "summary": summarize(result.trials),
-            "interrupted": result.interrupted}
+            "interrupted": result.interrupted, "resumed": result.resumed, "warnings": result.warnings,
+            "rental": (result.manifest or {}).get("rental")}
 
 
 def describe_run(result) -> str:
     """Return the summary table, where the records are, and whether the run was interrupted."""
     text = format_summary(summarize(result.trials)) + f"\nRecords: {result.records_file}"
+    if result.resumed:
+        resumed = result.resumed
+        text = (f"Resumed run {result.run_id}: {resumed['finished']} finished trial(s) kept, "
+                f"{len(resumed['interrupted'])} in flight when the process ended recorded as interrupted"
+                f"{' (' + ', '.join(resumed['interrupted']) + ')' if resumed['interrupted'] else ''}, "
+                f"{resumed['remaining']} run now in the planned order; warm-up {resumed['warmup']}\n" + text)
+    rental = (result.manifest or {}).get("rental")
+    if rental:
+        text += (f"\nRental: {rental['rental_id']}, "
+                 f"{'inside' if rental['within_period'] else 'OUTSIDE'} its period ({rental['period_start']} to {rental['period_end']})")
     if result.interrupted:
         text += "\nInterrupted: the trial in progress was recorded as interrupted; earlier records are intact."
     return text
@@ -54,7 +73,7 @@ def summarize(trials: list[dict]) -> list[dict]:
             row["accepted"] += trial["corpus_accepted"]
         else:
             row["failed"] += 1
-            row["failures"].append(f"{trial['status']} in {trial['failed_phase']}")
+            row["failures"].append(trial["status"] + (f" in {trial['failed_phase']}" if trial["failed_phase"] else ""))
     for row in rows.values():
         row["min_s"], row["median_s"], row["max_s"] = window_figures(row["durations_s"])
     return list(rows.values())

@@ -148,7 +148,7 @@ def campaign_key(job, shared: str) -> str:
     digest = hashlib.sha256(shared.encode())
     # Every kind a page reads: an exclusion, a withdrawal, a void or an expense alone changes figures and tables.
     for record in (*view.manifests, *view.trials, *view.rentals, *view.deliverables, *view.exclusions, *view.withdrawals,
-                   *view.expenses, *view.voids, *view.voided):
+                   *view.expenses, *view.voids, *view.voided, *view.resumptions):
         digest.update(orjson.dumps(record, option=orjson.OPT_SORT_KEYS))
     digest.update(json.dumps(list(view.problems)).encode())
     digest.update(json.dumps([(n.slug, n.meta, n.html) for n in job.notes], sort_keys=True).encode())

@@ -17,7 +17,7 @@ from iteralab.core.errors import UserError
 from iteralab.core.files import writing
 
 SCHEMA_VERSION = 1
-KINDS = ("manifest", "trial", "rental", "deliverable", "exclusion", "withdrawal", "expense")
+KINDS = ("manifest", "trial", "rental", "deliverable", "exclusion", "withdrawal", "expense", "start", "resumption")
 VOIDABLE = ("rental", "deliverable", "expense")  # what iteralab void withdraws; trials are set aside by exclusions
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DRIVE_PATTERN = re.compile(r"[A-Za-z]:")  # C:foo is absolute on Windows
@@ -106,7 +106,8 @@ def safe_relative_path(value: str) -> bool:
 
 # Where each kind keeps paths into the runs folder.
 PATH_FIELDS = {"manifest": ("corpus",), "trial": ("predictions",), "rental": ("receipt",), "deliverable": (),
-               "exclusion": ("document",), "withdrawal": (), "expense": ("receipt",)}
+               "exclusion": ("document",), "withdrawal": (), "expense": ("receipt",), "start": (),
+               "resumption": ()}
 
 
 def _path_problems(record: dict) -> list[str]:

@@ -156,6 +156,12 @@ class CampaignView:
     expenses: tuple[dict, ...] = ()  # other project costs, never package spend
     voids: tuple[dict, ...] = ()  # withdrawals of a rental, deliverable or expense (iteralab void), in the order recorded
     voided: tuple[dict, ...] = ()  # the records they void: kept as evidence, counted nowhere
+    resumptions: tuple[dict, ...] = ()  # runs continued by run --resume after their process ended
+
+    def resumed_before(self, trial: dict) -> dict | None:
+        """Return the latest resumption of the trial's run recorded before it: the warm-up rule ran again after it."""
+        earlier = [r for r in self.resumptions if r["run_id"] == trial["run_id"] and r["created_at"] <= trial["created_at"]]
+        return earlier[-1] if earlier else None
 
     def void_of(self, record_id: str) -> dict | None:
         """Return the void of a rental, deliverable or expense, or None while it counts."""
@@ -326,7 +332,8 @@ def _view(name: str, mine: list[dict], problems: list[str], present: set[str] | 
     return CampaignView(name, title, manifests, trials, counted("rental", lambda r: r["created_at"]),
                         counted("deliverable", lambda r: (r["created_at"], r["record_id"])), summaries, tuple(problems),
                         missing, exclusions=exclusions, withdrawals=withdrawals, excluded=excluded, expenses=costs,
-                        voids=voids, voided=tuple(sorted(voided, key=lambda r: (r["created_at"], r["record_id"]))))
+                        voids=voids, voided=tuple(sorted(voided, key=lambda r: (r["created_at"], r["record_id"]))),
+                        resumptions=of_kind("resumption", lambda r: (r["created_at"], r["record_id"])))
 
 
 def _excluded(exclusions: tuple, withdrawals: tuple, trial_ids: set[str]) -> dict[str, str]:

@@ -1,0 +1,119 @@
+"""Resume a run whose process ended: finished trials stay, the one in flight becomes an interrupted row, the rest run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from iteralab.core.errors import UserError
+from iteralab.store import records
+from iteralab.store.configuration import configuration_of
+
+WARMUP_AGAIN = ("applied again: every trial loads the model and runs the protocol's warm-up before its measured window, "
+                "so the first trial after the resumption is warmed up as the first trial of the run was")
+
+
+@dataclass
+class Resumption:
+    """The run to continue and where it stands."""
+
+    manifest: dict
+    plan: list[tuple[int, str, int]]  # (sequence, variant, repetition) from the manifest, as planned before any timing
+    finished: set[int] = field(default_factory=set)  # sequences with a trial record, never run again
+    in_flight: list[dict] = field(default_factory=list)  # start records with no trial record: the process ended in them
+
+    @property
+    def remaining(self) -> list[tuple[int, str, int]]:
+        started = self.finished | {start["sequence"] for start in self.in_flight}
+        return [step for step in self.plan if step[0] not in started]
+
+
+def _state(manifest: dict, existing: list[dict]) -> Resumption:
+    plan = [(step["sequence"], step["variant"], step["repetition"]) for step in manifest["plan"]]
+    mine = [r for r in existing if r["run_id"] == manifest["run_id"]]
+    trials = {r["record_id"]: r for r in mine if r["kind"] == "trial" and r["manifest_id"] == manifest["record_id"]}
+    starts = [r for r in mine if r["kind"] == "start" and r["manifest_id"] == manifest["record_id"]]
+    return Resumption(manifest, plan, {t["sequence"] for t in trials.values()},
+                      [s for s in starts if s["trial_id"] not in trials])
+
+
+def find_resumable(campaign, existing: list[dict], fingerprint: str, environment: dict) -> Resumption:
+    """Return the latest unfinished run of CAMPAIGN, or refuse naming why it cannot be continued here."""
+    manifests = sorted((r for r in existing if r["kind"] == "manifest"), key=lambda m: (m["created_at"], m["record_id"]))
+    if not manifests:
+        raise UserError(f"campaign {campaign.name} has no run to resume: start it without --resume")
+    states = [_state(m, existing) for m in manifests]
+    unfinished = [state for state in states if state.remaining or state.in_flight]
+    if not unfinished:
+        latest = states[-1]
+        raise UserError(f"nothing to resume: run {latest.manifest['run_id']} of campaign {campaign.name} is complete "
+                        f"({len(latest.finished)} of {len(latest.plan)} planned trials recorded), and so is every earlier "
+                        "run; run it again without --resume to start a new run")
+    state = unfinished[-1]
+    run_id = state.manifest["run_id"]
+    if state.manifest["protocol_fingerprint"] != fingerprint:
+        raise UserError(f"cannot resume run {run_id}: it ran under protocol {state.manifest['protocol_fingerprint'][:12]}, "
+                        f"and {campaign.source} now gives protocol {fingerprint[:12]}; restore the campaign file and corpus "
+                        "as they were, or start a new campaign revision")
+    changed = [name for name in state.manifest["variants"]
+               if name not in {v.name for v in campaign.variants} or campaign.variant(name).config() != state.manifest["variants"][name]]
+    if changed:
+        raise UserError(f"cannot resume run {run_id}: variant(s) {', '.join(changed)} differ from the run's manifest or are "
+                        f"gone from {campaign.source}; restore them, or start a new run without --resume")
+    differences = environment_differences(state.manifest, environment)
+    if differences:
+        raise UserError(f"cannot resume run {run_id} on this machine: {'; '.join(differences)}. That is another "
+                        "configuration, so a new run: start it without --resume")
+    return state
+
+
+def environment_differences(manifest: dict, environment: dict) -> list[str]:
+    """Name what differs between the run's machine and software and this one's, per variant's configuration."""
+    here = {"environment": environment}
+    found = []
+    for name, config in manifest["variants"].items():
+        trial = {"variant": name, "variant_config": config}
+        before, now = configuration_of(trial, manifest), configuration_of(trial, here)
+        for what, old, new in (("hardware", before.hardware, now.hardware), ("software", before.software, now.software)):
+            line = f"{what} was {old}, is {new}"
+            if old != new and line not in found:
+                found.append(line)
+    old, new = ((m.get("libraries") or {}).get("transformers") for m in (manifest["environment"], environment))
+    if old != new:
+        found.append(f"transformers was {old}, is {new}")
+    return found
+
+
+def start_record(manifest: dict, trial_id: str, variant: str, repetition: int, sequence: int) -> dict:
+    """Return the record written before a trial runs: without a trial record after it, the trial was in flight."""
+    return records.make_record("start", campaign=manifest["campaign"], run_id=manifest["run_id"],
+                               manifest_id=manifest["record_id"], trial_id=trial_id, variant=variant,
+                               repetition=repetition, sequence=sequence)
+
+
+def interrupted_row(manifest: dict, start: dict, now: str) -> dict:
+    """Return the failure row of a trial the process died in: never dropped, never silently replaced."""
+    variant_config = manifest["variants"][start["variant"]]
+    record = records.make_record(
+        "trial", campaign=manifest["campaign"], run_id=manifest["run_id"], protocol_fingerprint=manifest["protocol_fingerprint"],
+        manifest_id=manifest["record_id"], variant=start["variant"], variant_config=variant_config,
+        series=variant_config.get("series", "main"), repetition=start["repetition"], sequence=start["sequence"],
+        status="interrupted", failed_phase=None,
+        error=(f"the process ended during this trial (started {start['created_at']}) without writing its record; "
+               f"found by iteralab run --resume at {now}"),
+        entries_expected=manifest["corpus"]["entries"], entries_completed=None,
+        entries_completed_reason="unknown: the process ended before the trial could record its progress",
+        started_at=start["created_at"], truncated_entries=manifest["corpus"].get("truncated_entries"), phases={},
+        gpu_event_durations=None, gpu_event_durations_reason="not recorded: the process ended during the trial",
+        memory={"device": str(variant_config.get("device", "cpu"))}, predictions=None, id_check=None, quality=None,
+        corpus_accepted=False, throughput_entries_per_s=None)
+    record["record_id"] = start["trial_id"]
+    return record
+
+
+def resumption_record(state: Resumption, environment: dict) -> dict:
+    """Return the record saying when the run was continued, what was in flight and what is left."""
+    return records.make_record(
+        "resumption", campaign=state.manifest["campaign"], run_id=state.manifest["run_id"],
+        manifest_id=state.manifest["record_id"], interrupted=[s["trial_id"] for s in state.in_flight],
+        finished=len(state.finished), remaining=len(state.remaining), hostname=environment.get("hostname"),
+        warmup=WARMUP_AGAIN)

@@ -1,0 +1,211 @@
+"""The rental day, end to end: a killed run resumes without paying twice, runs are tied to their rental as they start,
+and check names every rental problem. Regression for #20."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from bs4 import BeautifulSoup
+
+from iteralab.store import reading, records
+from tests import factory
+
+RTX_4090 = factory.machine("NVIDIA GeForce RTX 4090", cuda="12.8", driver="570.86", torch="2.13.0+cu128")
+
+
+def kinds(runs, kind):
+    return reading.load(runs).of_kind(kind)
+
+
+def lines(runs, kind):
+    """Count the complete records of KIND, read as the runner's next --resume will read them."""
+    return len(kinds(runs, kind)) if runs.exists() else 0
+
+
+def start_and_kill(args, runs, *, starts_before: int) -> list[dict]:
+    """Run iteralab with ARGS, SIGKILL it while a trial is in flight (a start beyond STARTS_BEFORE without its trial)."""
+    process = subprocess.Popen([sys.executable, "-m", "iteralab", *map(str, args)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and process.poll() is None:
+        loaded = reading.load(runs) if runs.exists() else None
+        if loaded and len(loaded.of_kind("start")) > starts_before:
+            written = {t["record_id"] for t in loaded.of_kind("trial")}
+            if any(s["trial_id"] not in written for s in loaded.of_kind("start")):
+                break
+        time.sleep(0.02)
+    if process.poll() is not None:
+        pytest.fail(f"the run ended before it could be killed in flight: {process.communicate()[1]}")
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    loaded = reading.load(runs)
+    written = {t["record_id"] for t in loaded.of_kind("trial")}
+    return [s for s in loaded.of_kind("start") if s["trial_id"] not in written]
+
+
+@pytest.mark.slow
+def test_a_run_killed_at_several_points_resumes_with_every_planned_trial_exactly_once(tiny_model, tmp_path, cli):
+    from tests.tiny import corpus_rows, write_campaign, write_corpus
+
+    corpus = write_corpus(tmp_path / "long.jsonl", corpus_rows(300))  # trials long enough to be killed in flight
+    campaign = write_campaign(tmp_path, tiny_model, corpus, repetitions=3, batch_sizes=(1, 4))
+    runs = tmp_path / "runs"
+    in_flight = []
+    # Killed in the second trial, then early after the first resumption, then a third time further on.
+    in_flight += start_and_kill(["run", campaign, "--runs", runs, "--quiet"], runs, starts_before=1)
+    finished_before = {t["record_id"]: t for t in kinds(runs, "trial")}
+    in_flight += start_and_kill(["run", campaign, "--runs", runs, "--quiet", "--resume"], runs,
+                                starts_before=lines(runs, "start"))
+    in_flight += start_and_kill(["run", campaign, "--runs", runs, "--quiet", "--resume"], runs,
+                                starts_before=lines(runs, "start") + 1)
+    assert len(in_flight) == 3
+    code, out, err = cli("run", campaign, "--runs", runs, "--quiet", "--resume")
+    assert code == 0, err
+    assert "Resumed run" in out and "recorded as interrupted" in out
+    loaded = reading.load(runs)
+    (manifest,) = loaded.of_kind("manifest")
+    trials = loaded.of_kind("trial")
+    planned = [(step["sequence"], step["variant"], step["repetition"]) for step in manifest["plan"]]
+    # Every planned trial exactly once, in the one run; no finished trial ran again.
+    assert sorted((t["sequence"], t["variant"], t["repetition"]) for t in trials) == planned
+    assert len({t["record_id"] for t in trials}) == len(trials) == 6
+    assert all(finished_before[t["record_id"]] == t for t in trials if t["record_id"] in finished_before)
+    interrupted = [t for t in trials if t["status"] == "interrupted"]
+    assert sorted(t["record_id"] for t in interrupted) == sorted(s["trial_id"] for s in in_flight)
+    for row in interrupted:
+        start = next(s for s in in_flight if s["trial_id"] == row["record_id"])
+        assert (row["started_at"], row["entries_completed"], row["corpus_accepted"]) == (start["created_at"], None, False)
+        assert row["entries_completed_reason"].startswith("unknown: the process ended")
+    assert all(t["status"] == "ok" for t in trials if t not in interrupted)
+    resumptions = loaded.of_kind("resumption")
+    assert [len(r["interrupted"]) for r in resumptions] == [1, 1, 1]
+    assert {t["run_id"] for t in trials} == {manifest["run_id"]}  # one run, one records file
+    assert [p for p in loaded.problems if "incomplete last line" not in p] == []
+    # Nothing left: a further --resume is refused, and writes nothing.
+    code, _, err = cli("run", campaign, "--runs", runs, "--resume")
+    assert code == 1 and f"nothing to resume: run {manifest['run_id']} of campaign tiny is complete (6 of 6" in err
+    assert len(reading.load(runs).records) == len(loaded.records)
+    # The campaign page lists the resumptions with their times; the interrupted trial's page says what happened.
+    code, out, err = cli("build", "--runs", runs, "--out", tmp_path / "site")
+    assert code == 0, out + err
+    site = tmp_path / "site" / "campaigns" / "tiny"
+    page = BeautifulSoup((site / "index.html").read_text(encoding="utf-8"), "html.parser")
+    rows = page.select("#resumptions tbody tr")
+    assert [row.find_all("td")[1].get_text() for row in rows] == [r["created_at"] for r in resumptions]
+    assert "applied again" in page.select_one("#resumptions").get_text()
+    trial_page = BeautifulSoup((site / "trials" / f"{interrupted[0]['record_id']}.html").read_text(encoding="utf-8"), "html.parser")
+    assert interrupted[0]["started_at"] in trial_page.select_one("#in-flight").get_text()
+    later = max(trials, key=lambda t: t["created_at"])
+    later_page = BeautifulSoup((site / "trials" / f"{later['record_id']}.html").read_text(encoding="utf-8"), "html.parser")
+    assert "the warm-up rule was applied again" in later_page.select_one("#after-resumption").get_text()
+
+
+def _unfinished_copy(runs, **changes) -> dict:
+    """Append a copy of the run's manifest as a new run with no trial yet (a run whose process died before its first)."""
+    (manifest,) = [m for m in kinds(runs, "manifest") if "rental" not in m][:1]
+    copy = records.make_record("manifest", campaign=manifest["campaign"], run_id=records.new_run_id(),
+                               **{k: v for k, v in manifest.items() if k not in ("record_id", "run_id", "created_at",
+                                                                                   "schema_version", "kind", "campaign")})
+    copy.update(changes)
+    records.append(runs, copy)
+    return copy
+
+
+@pytest.mark.slow
+def test_resume_is_refused_on_another_configuration_a_changed_protocol_or_variant_and_continues_an_empty_run(
+        tiny_campaign, tmp_path, cli):
+    runs = tmp_path / "runs"
+    campaign = tiny_campaign(repetitions=1, batch_sizes=(1, 4))
+    assert cli("run", campaign, "--runs", runs, "--quiet")[0] == 0
+    code, _, err = cli("run", campaign, "--runs", runs, "--resume")
+    assert code == 1 and "nothing to resume" in err
+    # A run from an RTX 4090 machine, merged here, died before its first trial: not resumable on this CPU.
+    gpu_run = _unfinished_copy(runs, environment=RTX_4090)
+    before = len(reading.load(runs).records)
+    code, _, err = cli("run", campaign, "--runs", runs, "--resume")
+    assert code == 1 and f"cannot resume run {gpu_run['run_id']} on this machine: " in err
+    assert "transformers was 5.0, is " in err and "That is another configuration, so a new run" in err
+    code, _, err = cli("run", campaign, "--runs", runs, "--resume", "--dry-run")
+    assert code == 1 and "cannot resume" in err
+    assert len(reading.load(runs).records) == before
+    # The same machine's unfinished run continues; with a changed protocol it is refused first.
+    same = _unfinished_copy(runs)
+    changed = tiny_campaign(repetitions=2, batch_sizes=(1, 4))  # the same file, rewritten with another protocol
+    code, _, err = cli("run", changed, "--runs", runs, "--resume")
+    assert code == 1 and f"cannot resume run {same['run_id']}: it ran under protocol {same['protocol_fingerprint'][:12]}" in err
+    campaign = tiny_campaign(repetitions=1, batch_sizes=(1, 4))  # restored as it was
+    code, out, _ = cli("run", campaign, "--runs", runs, "--resume", "--dry-run")
+    assert code == 0 and f"--resume would continue run {same['run_id']}: 0 finished (kept), 0 in flight" in out
+    code, out, err = cli("run", campaign, "--runs", runs, "--resume", "--quiet", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["run_id"] == same["run_id"] and result["resumed"]["remaining"] == 2
+    ran = [t for t in kinds(runs, "trial") if t["run_id"] == same["run_id"]]
+    assert sorted(t["sequence"] for t in ran) == [1, 2] and all(t["status"] == "ok" for t in ran)
+    # A variant whose settings changed under the same protocol fingerprint is refused too.
+    _unfinished_copy(runs, variants={**same["variants"], "b4": {**same["variants"]["b4"], "batch_size": 5}})
+    code, _, err = cli("run", campaign, "--runs", runs, "--resume")
+    assert code == 1 and "variant(s) b4 differ from the run's manifest" in err
+
+
+@pytest.mark.slow
+def test_run_tied_to_a_rental_is_refused_before_any_model_loads_on_a_machine_without_its_card(tiny_campaign, tmp_path, cli):
+    runs = tmp_path / "runs"
+    campaign = tiny_campaign(repetitions=1, batch_sizes=(1,))
+    code, out, _ = cli("rental", "add", "--campaign", "tiny", "--new-campaign", "--gpu", "rtx-4090", "--lots", "1",
+                       "--days", "3", "--start", "2026-09-28T09:00+07:00", "--runs", runs, "--json")
+    rental_id = json.loads(out)["record_id"]
+    before = sorted(path.relative_to(runs) for path in runs.rglob("*"))
+    for extra in ((), ("--dry-run",)):
+        code, _, err = cli("run", campaign, "--runs", runs, "--rental", rental_id, *extra)
+        assert code == 1 and f"rental {rental_id} (1 lot(s) of rtx-4090, 1 card(s)): this machine shows torch no GPU" in err
+    assert sorted(path.relative_to(runs) for path in runs.rglob("*")) == before  # no manifest, no corpus copy
+    code, _, err = cli("run", campaign, "--runs", runs, "--rental", "rental-20990101T000000Z-000000000000")
+    assert code == 1 and f"is not a rental of campaign tiny in {runs} (its rentals: {rental_id})" in err
+    assert cli("void", rental_id, "--reason", "wrong card", "--runs", runs)[0] == 0
+    code, _, err = cli("run", campaign, "--runs", runs, "--rental", rental_id)
+    assert code == 1 and "was voided by" in err
+
+
+def test_check_names_every_rental_problem_decide_names(tmp_path, cli):
+    """Hardware mismatch, card count, a run outside the period, an unknown run, and a run tied to an unknown rental."""
+    runs = tmp_path / "runs"
+    inside = factory.manifest("camp", "run-inside", environment=RTX_4090)
+    records.append(runs, inside)
+    rental = factory.rental("camp", runs=["run-inside"])
+    rental.update(start=inside["created_at"].replace("Z", "+00:00"))
+    records.append(runs, rental)
+    code, out, _ = cli("check", runs)
+    assert code == 0, out
+    two = factory.manifest("camp", "run-two", environment=factory.machine("NVIDIA GeForce RTX 4090", count=2))
+    cpu = factory.manifest("camp", "run-cpu", environment=factory.machine(None))
+    tied = factory.manifest("camp", "run-tied", environment=RTX_4090)
+    tied["rental"] = {"rental_id": "rental-20990101T000000Z-000000000000", "within_period": True}
+    for record in (two, cpu, tied):
+        records.append(runs, record)
+    late = factory.rental("camp", runs=["run-two", "run-cpu", "run-gone"])
+    late.update(start="2020-01-01T09:00:00+07:00")
+    records.append(runs, late)
+    early = factory.rental("camp", runs=["run-inside"])
+    early.update(start="2020-01-01T09:00:00+07:00")
+    records.append(runs, early)
+    code, out, _ = cli("check", runs)
+    assert code == 1
+    problems = out.splitlines()[:-1]
+    assert len(problems) == 5, out
+    assert "covers 1 card(s) but run run-two observed 2" in out
+    assert "names run run-cpu, whose manifest observed no GPU (CPU Test CPU): the hardware does not match" in out
+    assert "names run run-gone, which has no manifest in campaign camp" in out
+    assert f"rental {early['record_id']} (1 lot(s) rtx-4090) paid for run run-inside, which ran from" in out
+    assert "outside the rental's period (2020-01-01T09:00:00+07:00 to 2020-01-04T09:00:00+07:00)" in out
+    assert "run run-tied was started with --rental rental-20990101T000000Z-000000000000, which is not a counted rental" in out
+    assert all(problem.startswith("campaign camp: ") for problem in problems)
+    # decide names the same problems.
+    code, out, _ = cli("decide", "camp", "--runs", runs, "--json")
+    named = json.loads(out)["problems"]
+    assert all(any(problem.removeprefix("campaign camp: ") in item for item in named) for problem in problems), named
