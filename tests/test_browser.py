@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from iteralab.decision import costs, exclusions
+from iteralab.decision import corrections, costs, exclusions
+from iteralab.run import resume
 from iteralab.site import pages
 from iteralab.site.build import build_site
 from iteralab.store import reading, records
@@ -55,6 +56,18 @@ def site(tmp_path_factory):
         records.append(runs, factory.trial(manifest, "b1", seconds=1 + repetition / 10, repetition=repetition, sequence=repetition))
     records.append(runs, factory.trial(manifest, "b8", status="oom", failed_phase="measured_window", entries_completed=8, error="OOM",
                                        batch_size=8))
+    # A run killed in its seventh trial and resumed (#20): the resumptions table, an interrupted trial's page, a trial
+    # page after the resumption; and a rental voided with its reason, struck through.
+    start = resume.start_record(manifest, records.new_id("trial"), "b1", 6, 7)
+    records.append(runs, start)
+    planned = {**manifest, "variants": {"b1": factory.trial(manifest, "b1")["variant_config"]}}  # as the runner writes it
+    state = resume.Resumption(planned, [(7, "b1", 6), (8, "b1", 7)], set(range(1, 7)), [start])
+    records.append(runs, resume.interrupted_row(planned, start, records.utc_now()))
+    records.append(runs, resume.resumption_record(state, {"hostname": "rented-box"}))
+    records.append(runs, factory.trial(manifest, "b1", seconds=1.7, repetition=7, sequence=8))
+    mistaken = factory.rental("camp")
+    records.append(runs, mistaken)
+    corrections.void_record(runs_dir=runs, record_id=mistaken["record_id"], reason="recorded twice <b>oops</b>")
     # A campaign merged from three machines, with a rental named for the wrong hardware: the decision page at full width.
     for name, environment, durations in (("run-4090", RTX_4090, {"b1": [100, 102, 104, 106, 108], "b8": [30, 31, 32, 33, 34]}),
                                          ("run-ada", RTX_6000_ADA, {"b8": [25, 26, 27, 28, 29]}),
