@@ -3,6 +3,7 @@ and check names every rental problem. Regression for #20."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import time
 import pytest
 from bs4 import BeautifulSoup
 
+from iteralab.core.errors import UserError
 from iteralab.store import reading, records
 from tests import factory
 
@@ -209,3 +211,43 @@ def test_check_names_every_rental_problem_decide_names(tmp_path, cli):
     code, out, _ = cli("decide", "camp", "--runs", runs, "--json")
     named = json.loads(out)["problems"]
     assert all(any(problem.removeprefix("campaign camp: ") in item for item in named) for problem in problems), named
+
+
+def test_the_rental_period_and_the_clock_inside_or_outside_it():
+    """By hand: a 3-day rental from 2026-09-28 09:00 Jakarta ends 2026-10-01 09:00 unless its recorded end says earlier."""
+    from iteralab.run.rental import check_machine, rental_link
+
+    rental = factory.rental("camp")
+    rental.update(start="2026-09-28T09:00:00+07:00")
+    inside, warning = rental_link(rental, dt.datetime(2026, 10, 1, 1, 59, tzinfo=dt.UTC))  # 08:59 in Jakarta
+    assert inside == {"rental_id": rental["record_id"], "within_period": True, "period_start": "2026-09-28T09:00:00+07:00",
+                      "period_end": "2026-10-01T09:00:00+07:00"} and warning is None
+    outside, warning = rental_link(rental, dt.datetime(2026, 10, 1, 2, 1, tzinfo=dt.UTC))
+    assert outside["within_period"] is False
+    assert warning == (f"warning: the clock (2026-10-01T02:01:00+00:00) is outside rental {rental['record_id']}'s period "
+                       "(2026-09-28T09:00:00+07:00 to 2026-10-01T09:00:00+07:00); the run is recorded as outside its rental")
+    rental.update(end="2026-09-29T09:00:00+07:00")
+    assert rental_link(rental, dt.datetime(2026, 9, 30, tzinfo=dt.UTC))[0]["within_period"] is False
+    # The machine check: the rented card, at most the cards its lots hold.
+    check_machine(rental, RTX_4090)
+    with pytest.raises(UserError, match="this machine shows 2 GPUs, more than the rental's lots hold"):
+        check_machine(rental, factory.machine("NVIDIA GeForce RTX 4090", count=2))
+    with pytest.raises(UserError, match="this machine's GPUs are NVIDIA H100, not the rented card"):
+        check_machine(rental, factory.machine("NVIDIA H100"))
+
+
+def test_the_campaign_page_shows_a_run_outside_its_rental(tmp_path, cli):
+    runs = tmp_path / "runs"
+    manifest = factory.manifest("camp", "run-late", environment=RTX_4090)
+    rental = factory.rental("camp")
+    rental.update(start="2026-09-28T09:00:00+07:00")
+    manifest["rental"] = {"rental_id": rental["record_id"], "within_period": False,
+                          "period_start": "2026-09-28T09:00:00+07:00", "period_end": "2026-10-01T09:00:00+07:00"}
+    for record in (rental, manifest, factory.trial(manifest, "b1", gpu=True)):
+        records.append(runs, record)
+    assert cli("build", "--runs", runs, "--out", tmp_path / "site")[0] == 0
+    page = BeautifulSoup((tmp_path / "site" / "campaigns" / "camp" / "index.html").read_text(encoding="utf-8"), "html.parser")
+    evidence = next(li for li in page.find_all("li") if "run-late" in li.get_text() or manifest["record_id"] in li.get_text())
+    assert f"tied to rental {rental['record_id']} as it started, outside its rental's period" in evidence.get_text()
+    code, out, _ = cli("check", runs)
+    assert code == 1 and "outside the rental's period (2026-09-28T09:00:00+07:00 to 2026-10-01T09:00:00+07:00)" in out
