@@ -48,6 +48,10 @@ def test_a_campaign_writes_manifest_trials_and_checkable_predictions(tiny_campai
     manifests, trials = loaded.of_kind("manifest"), loaded.of_kind("trial")
     assert len(manifests) == 1 and len(trials) == 6
     manifest = manifests[0]
+    # Part of #21: the run ends by naming its id and where its trial ids are.
+    assert f"Run id: {manifest['run_id']} (for rental add --run)" in out
+    assert f"Trial ids: iteralab trials tiny --run {manifest['run_id']}" in out
+    assert len(loaded.of_kind("start")) == 6  # one start before each trial (#20)
     assert manifest["environment"]["gpus"] is None and "no CUDA" in manifest["environment"]["gpus_reason"]
     assert set(manifest["model"]["files_sha256"]) >= {"config.json", "model.safetensors", "tokenizer.json"}
     for record in trials:

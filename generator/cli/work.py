@@ -14,7 +14,7 @@ from iteralab.decision.report import decision_report
 from iteralab.run import runner, summary
 from iteralab.site import bundle, notes, serve
 from iteralab.site.build import build_site, describe_build
-from iteralab.store import reading
+from iteralab.store import listing, reading
 
 
 @click.command()
@@ -81,7 +81,8 @@ def build(runs, out, notes, sheets, processes, catalog, as_json):
 
 @click.command("serve")
 @click.option("--out", type=FOLDER, default=Path("site"), help="folder to serve (default: site)")
-@click.option("--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000)")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000,
+              help="port on 127.0.0.1 (default 8000; 0: any free port)")
 def serve_command(out, port):
     """Preview the built site on http://127.0.0.1:PORT/ (localhost only)."""
     serve.serve(out=out, port=port, announce=lambda message: click.echo(message))
@@ -142,4 +143,28 @@ def verify(bundle_file, as_json):
     return 1 if problems else 0
 
 
-COMMANDS = (check, run, demo, build, serve_command, decide, note, bundle_command, verify)
+@click.command("runs")
+@click.argument("campaign")
+@runs_option()
+@json_option
+def runs_command(campaign, runs, as_json):
+    """List a campaign's runs: the ids rental add --run takes, and which are unfinished (run --resume)."""
+    view = listing.campaign_view_of(runs, campaign)
+    rows = listing.run_rows(view)
+    emit(as_json, {"campaign": campaign, "runs": rows}, listing.describe_runs(view, rows))
+
+
+@click.command()
+@click.argument("campaign")
+@click.option("--accepted", is_flag=True, help="only trials whose corpus was accepted (what deliver takes)")
+@click.option("--run", "run_id", metavar="RUN_ID", help="only the trials of this run")
+@runs_option()
+@json_option
+def trials(campaign, accepted, run_id, runs, as_json):
+    """List a campaign's trials: the ids deliver and exclude take, with configuration, status and window."""
+    view = listing.campaign_view_of(runs, campaign)
+    rows = listing.trial_rows(view, accepted=accepted, run_id=run_id)
+    emit(as_json, {"campaign": campaign, "trials": rows}, listing.describe_trials(view, rows))
+
+
+COMMANDS = (runs_command, trials, check, run, demo, build, serve_command, decide, note, bundle_command, verify)

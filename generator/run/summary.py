@@ -45,7 +45,10 @@ def run_data(result) -> dict:
 
 def describe_run(result) -> str:
     """Return the summary table, where the records are, and whether the run was interrupted."""
-    text = format_summary(summarize(result.trials)) + f"\nRecords: {result.records_file}"
+    campaign = (result.manifest or {}).get("campaign", "CAMPAIGN")
+    text = (format_summary(summarize(result.trials)) + f"\nRun id: {result.run_id} (for rental add --run)"
+            f"\nTrial ids: iteralab trials {campaign} --run {result.run_id} (for deliver and exclude)"
+            f"\nRecords: {result.records_file}")
     if result.resumed:
         resumed = result.resumed
         text = (f"Resumed run {result.run_id}: {resumed['finished']} finished trial(s) kept, "

@@ -1,0 +1,91 @@
+"""Find the ids other commands need: a campaign's runs (for rental add --run) and trials (for deliver and exclude)."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from iteralab.core.errors import UserError
+from iteralab.store import reading
+from iteralab.store.views import CampaignView, campaign_views
+
+
+def campaign_view_of(runs_dir: Path | str, campaign: str) -> CampaignView:
+    """Return CAMPAIGN's view from the runs folder, or say which campaigns it holds."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        raise UserError(f"{runs_dir} is not a folder: pass the runs folder with --runs")
+    views = {view.name: view for view in campaign_views(reading.load(runs_dir))}
+    if campaign not in views:
+        close = difflib.get_close_matches(campaign, list(views), n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        raise UserError(f"campaign {campaign} has no records in {runs_dir}: {hint}campaigns there: {', '.join(views) or 'none'}")
+    return views[campaign]
+
+
+def run_rows(view: CampaignView) -> list[dict]:
+    """One row per run: when and where it ran, its trials planned and recorded, resumptions and rental link."""
+    rows = []
+    for manifest in view.manifests:
+        trials = [t for t in view.trials if t["manifest_id"] == manifest["record_id"]]
+        statuses: dict[str, int] = {}
+        for trial in trials:
+            statuses[trial["status"]] = statuses.get(trial["status"], 0) + 1
+        environment = manifest["environment"]
+        gpus = [gpu.get("name") for gpu in environment.get("gpus") or []]
+        rows.append({
+            "run_id": manifest["run_id"], "started_at": manifest["created_at"], "hostname": environment.get("hostname"),
+            "hardware": f"{len(gpus)}× {gpus[0]}" if gpus else f"CPU {(environment.get('cpu') or {}).get('model')}",
+            "planned": len(manifest["plan"]), "recorded": len(trials), "statuses": statuses,
+            "complete": len({t["sequence"] for t in trials}) >= len(manifest["plan"]),
+            "resumptions": sum(1 for r in view.resumptions if r["run_id"] == manifest["run_id"]),
+            "rental": (manifest.get("rental") or {}).get("rental_id"),
+        })
+    return rows
+
+
+def trial_rows(view: CampaignView, *, accepted: bool = False, run_id: str | None = None) -> list[dict]:
+    """One row per trial in run order (only corpus-accepted ones with ACCEPTED, only RUN_ID's with it)."""
+    labels = {t["record_id"]: summary.label for summary in view.variants for t in summary.trials}
+    rows = []
+    for trial in view.trials:
+        if (accepted and not trial["corpus_accepted"]) or (run_id is not None and trial["run_id"] != run_id):
+            continue
+        window = (trial["phases"].get("measured_window") or {}).get("duration_ns")
+        rows.append({"trial_id": trial["record_id"], "run_id": trial["run_id"], "configuration": labels.get(trial["record_id"]),
+                     "repetition": trial["repetition"], "status": trial["status"],
+                     "corpus_accepted": trial["corpus_accepted"], "excluded_by": view.excluded.get(trial["record_id"]),
+                     "measured_window_s": None if window is None else window / 1e9})
+    return rows
+
+
+def describe_runs(view: CampaignView, rows: list[dict]) -> str:
+    """List the runs one a line, with what rental add --run and run --resume need to know."""
+    lines = []
+    for row in rows:
+        statuses = ", ".join(f"{count} {status}" for status, count in sorted(row["statuses"].items())) or "none"
+        line = (f"{row['run_id']}: started {row['started_at']} on {row['hostname'] or 'an unnamed host'}, {row['hardware']}; "
+                f"{row['recorded']} of {row['planned']} planned trials recorded ({statuses})")
+        if not row["complete"]:
+            line += "; unfinished: iteralab run CAMPAIGN.toml --resume continues it"
+        if row["resumptions"]:
+            line += f"; resumed {row['resumptions']} time(s)"
+        if row["rental"]:
+            line += f"; tied to rental {row['rental']}"
+        lines.append(line)
+    return "\n".join(lines) or f"campaign {view.name} has no run yet"
+
+
+def describe_trials(view: CampaignView, rows: list[dict]) -> str:
+    """List the trials one a line: the id deliver and exclude take, its configuration, status and window."""
+    lines = []
+    for row in rows:
+        line = f"{row['trial_id']}  {row['configuration']}  rep {row['repetition']}  {row['status']}"
+        if row["corpus_accepted"]:
+            line += "  accepted"
+        if row["excluded_by"]:
+            line += f"  excluded by {row['excluded_by']}"
+        if row["measured_window_s"] is not None:
+            line += f"  {row['measured_window_s']:.3f} s"
+        lines.append(line)
+    return "\n".join(lines) or f"no trial of campaign {view.name} matches"
