@@ -74,3 +74,16 @@ def test_serve_on_port_0_announces_the_port_it_listens_on(tmp_path, cli):
     finally:
         process.terminate()
         process.communicate(timeout=30)
+
+
+def test_a_failed_quality_criterion_reads_less_than_with_the_word_failed(tmp_path, cli):
+    """Part of #21: "agreement 0.957 ≥ 0.98: 0/5" stated something true-looking; only the colour said it failed."""
+    from bs4 import BeautifulSoup
+
+    site = _site(tmp_path, cli)
+    for page in ("decision.html", "index.html"):
+        soup = BeautifulSoup((site / "campaigns" / CAMPAIGN / page).read_text(encoding="utf-8"), "html.parser")
+        verdicts = {div.get_text(): div["class"] for div in soup.select(".verdict")}
+        assert verdicts["agreement 0.957 < 0.98: failed in 5 of 5"] == ["verdict", "fail"]
+        assert verdicts["accuracy 0.793 ≥ 0.73: passed in 5 of 5"] == ["verdict", "pass"]
+        assert not any("≥" in text and "failed" in text for text in verdicts)
