@@ -405,7 +405,7 @@ def test_the_answers_read_in_full(merged, tmp_path):
     cpu1 = "b1 · CPU Test CPU, 2 threads · torch 2.13.0"
     assert cpu.answer == (
         f"No feasible configuration runs on hardware the catalog prices. {cpu1} meets the quality thresholds and is "
-        "projected at 0.1 min to 0.1 min for 1 corpus like the campaign's (no access window stated), but its package spend "
+        "projected at 5.0 s to 5.0 s for 1 corpus like the campaign's (no access window stated), but its package spend "
         "is not in the catalog: CPU. To measure: B200 (2071.00 USD for one lot in one 7-day package), RTX 4090 (47.14 USD "
         f"for one lot in one 3-day package), RTX 6000 Ada (55.71 USD for one lot in one 3-day package); {PRICE_NOTE} The campaign file states no [decision] table, so "
         "this answer assumes one corpus and no window.")
@@ -441,7 +441,8 @@ def test_runner_up_pace_fastest_by_median_unpriced_fastest_and_cards_no_package_
     for part in ("e", "f"):
         shutil.copytree(tmp_path / part, tmp_path / "cpu", dirs_exist_ok=True)
     answer = report_of(tmp_path / "cpu")[0].answer
-    assert "Fastest feasible: b1 · CPU Test CPU, 2 threads · torch 2.13.0, projected 0.2 min (median), not in the catalog: CPU." \
+    # 10 corpora × 1 s + 4 ms of one-time phases: 10.0 s, in seconds, not "0.2 min" (#21).
+    assert "Fastest feasible: b1 · CPU Test CPU, 2 threads · torch 2.13.0, projected 10.0 s (median), not in the catalog: CPU." \
         in answer
     assert ("To measure: B200 (2071.00 USD for one lot in one 7-day package), RTX 6000 Ada (111.42 USD for one lot in 2 "
             "consecutive 3-day periods, bought explicitly; no automatic extension);") in answer

@@ -63,6 +63,9 @@ def test_spans_read_in_minutes_under_an_hour_and_hours_from_one(hours, text):
 
 def test_span_range_gives_the_fastest_and_slowest_projection():
     assert planning.span_range((0.5, 1.25, 2.0)) == "30.0 min to 2.00 h"
+    # Part of #21: under a minute in seconds ("0.1 min to 0.1 min" said little); 60 s is a minute.
+    assert planning.span_range((5.004 / 3600, 0, 59.96 / 3600)) == "5.0 s to 60.0 s"
+    assert (planning.span(60 / 3600), planning.span(59.9 / 3600)) == ("1.0 min", "59.9 s")
     assert planning.span_range(()) == "no projection: no successful trial"
     assert planning.span_range(None) == "no projection: no successful trial"
 

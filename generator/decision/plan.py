@@ -77,7 +77,9 @@ def project(row, question: Question, corpus_entries: int | None, lots: int) -> t
 
 
 def span(hours: float) -> str:
-    """Write a projected duration readably: minutes under an hour, hours with two decimals above."""
+    """Write a projected duration in the unit that fits it: seconds under a minute, minutes under an hour, else hours."""
+    if hours * 60 < 1:
+        return f"{hours * 3600:.1f} s"
     return f"{hours * 60:.1f} min" if hours < 1 else f"{hours:.2f} h"
 
 
