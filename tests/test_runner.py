@@ -327,3 +327,38 @@ def test_a_second_run_is_compared_with_the_first_runs_reference(tiny_campaign, t
     assert first.trials[0]["variant"] == "b1"
     assert {t["quality"]["reference"]["trial_id"] for t in first.trials + second.trials} == {reference_id}
     assert len(reading.load(tmp_path / "runs").of_kind("manifest")) == 2
+
+
+def test_every_campaign_file_mistake_is_listed_at_once_and_as_json_with_json(tiny_campaign, tmp_path, cli):
+    """Part of #21: a campaign file reported only its first error, and --json errors were plain text."""
+    campaign = tiny_campaign()
+    text = campaign.read_text()
+    for old, new in (("batch_size = 4", "batch_size = 0"), ("max_length = 24", "max_lenght = 24"),
+                     ('reference_variant = "b1"', 'reference_variant = "b2"'), ("seed = ", "seed = 'x' #")):
+        assert old in text
+        text = text.replace(old, new, 1)
+    campaign.write_text(text, encoding="utf-8")
+    code, _, err = cli("run", campaign, "--runs", tmp_path / "runs", "--dry-run")
+    lines = err.splitlines()
+    assert code == 1 and lines[0] == f"iteralab run: error: {campaign}: 5 mistakes, each to fix:", err
+    assert lines[1:] == [
+        "  - [variants.2] batch_size: must be at least 1, not 0",
+        "  - [protocol] max_length: is required (found max_lenght: check the spelling)",
+        "  - [protocol] seed: must be a whole number, not 'x'",
+        "  - [protocol] reference_variant: 'b2' is not a declared variant",
+        "  - [protocol] unknown key(s) max_lenght; check the spelling",
+    ]
+    code, out, err = cli("run", campaign, "--runs", tmp_path / "runs", "--dry-run", "--json")
+    error = json.loads(err)
+    assert (code, out, error["command"], error["exit_status"]) == (1, "", "run", 1)
+    assert error["error"].startswith(f"{campaign}: 5 mistakes, each to fix:\n  - [variants.2] batch_size")
+    code, _, err = cli("decide", "nope", "--runs", tmp_path, "--json")
+    assert code == 1 and json.loads(err)["error"].startswith("campaign nope has no records")
+
+
+def test_a_missing_corpus_names_its_full_path_and_the_rule(tiny_campaign, tmp_path, cli):
+    campaign = tiny_campaign()
+    campaign.write_text(campaign.read_text().replace('path = "', 'path = "finall', 1), encoding="utf-8")
+    code, _, err = cli("run", campaign, "--runs", tmp_path / "runs", "--dry-run")
+    assert code == 1 and "does not exist (a campaign file's paths are relative to its folder)" in err, err
+    assert f"iteralab run: error: corpus file {tmp_path.resolve()}/finall" in err  # the full path, not "finall..."

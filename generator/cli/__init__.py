@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
@@ -37,30 +38,34 @@ def commands() -> dict[str, click.Command]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one iteralab command; user mistakes give a one-line message, not a traceback."""
+    """Run one iteralab command; user mistakes give a one-line message (one JSON object with --json), not a traceback."""
     args = sys.argv[1:] if argv is None else list(argv)
     words = [word for word in args if not word.startswith("-")]
     name = words[0] if words else ""
     if isinstance(cli.commands.get(name), click.Group) and len(words) > 1:
         name += f" {words[1]}"
+    as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
+
+    def refuse(message: str, status: int) -> int:
+        if as_json:  # what a script reads: the same words, as one object
+            print(json.dumps({"command": name, "error": message, "exit_status": status}, ensure_ascii=False), file=sys.stderr)
+        else:
+            print(f"iteralab {name}: error: {message}", file=sys.stderr)
+        return status
+
     try:
         status = cli.main(args=args, prog_name="iteralab", standalone_mode=False)
     except click.exceptions.Exit as exit_:  # --help, --version
         return exit_.exit_code
     except click.UsageError as error:  # a missing, unknown or malformed option: click names it
-        print(f"iteralab {name}: error: {error.format_message()}", file=sys.stderr)
-        return 2
+        return refuse(error.format_message(), 2)
     except UsageError as error:
-        print(f"iteralab {name}: error: {error}", file=sys.stderr)
-        return 2
+        return refuse(str(error), 2)
     except UserError as error:
-        print(f"iteralab {name}: error: {error}", file=sys.stderr)
-        return 1
+        return refuse(str(error), 1)
     except OSError as error:  # a read or write the system refused where no caller named it better: still one line
         where = f" {error.filename}" if error.filename else ""
-        print(f"iteralab {name}: error: the system refused to read or write{where}: {error.strerror or error}; "
-              "nothing recorded was changed", file=sys.stderr)
-        return 1
+        return refuse(f"the system refused to read or write{where}: {error.strerror or error}; nothing recorded was changed", 1)
     except (KeyboardInterrupt, click.Abort):
         print(f"iteralab {name}: interrupted", file=sys.stderr)
         return 130

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
@@ -14,6 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from iteralab.core.errors import UserError
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
+from iteralab.run.tables import Invalid, Table
 from iteralab.store.records import NAME_PATTERN
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -70,79 +70,58 @@ def protocol_fingerprint(protocol: dict, corpus_fingerprint: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-class _Table:
-    """Read typed values from one TOML table, naming the file and key on any mistake."""
-
-    def __init__(self, data, where: str, source: Path):
-        if not isinstance(data, dict):
-            raise UserError(f"{source}: [{where}] must be a table")
-        self.data, self.where, self.source, self.used = data, where, source, set()
-
-    def fail(self, key: str, message: str):
-        raise UserError(f"{self.source}: [{self.where}] {key}: {message}")
-
-    def get(self, key, kind, default=..., choices=None, minimum=None):
-        self.used.add(key)
-        if key not in self.data:
-            if default is ...:
-                close = difflib.get_close_matches(key, [str(k) for k in self.data], n=1)
-                self.fail(key, "is required" + (f" (found {close[0]}: check the spelling)" if close else ""))
-            return default
-        value = self.data[key]
-        if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-            self.fail(key, f"must be a whole number, not {value!r}")
-        if kind is float and (isinstance(value, bool) or not isinstance(value, int | float)):
-            self.fail(key, f"must be a number, not {value!r}")
-        if kind in (str, bool, dict) and not isinstance(value, kind):
-            self.fail(key, f"must be {'a string' if kind is str else 'true or false' if kind is bool else 'a table'}, not {value!r}")
-        if choices is not None and value not in choices:
-            self.fail(key, f"{value!r} is not one of {', '.join(map(str, choices))}")
-        if minimum is not None and value < minimum:
-            self.fail(key, f"must be at least {minimum}, not {value!r}")
-        return value
-
-    def finish(self):
-        unknown = sorted(set(self.data) - self.used)
-        if unknown:
-            raise UserError(f"{self.source}: [{self.where}] unknown key(s) {', '.join(unknown)}; check the spelling")
-
-
 def load_campaign(path: Path | str) -> Campaign:
-    """Read and validate a campaign file; every mistake names the file, table and key."""
+    """Read and validate a campaign file; every mistake is listed at once, each naming the file, table and key."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UserError(f"campaign file {path} does not exist") from None
+        raise UserError(f"campaign file {path.resolve()} does not exist") from None
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as error:
         raise UserError(f"{path}: not valid TOML ({error})") from None
-    base = path.parent
-    top = _Table(data, "campaign file", path)
+    base, errors = path.parent, []
+    top = Table(data, "campaign file", path, errors)
     name = top.get("campaign", str)
     if not NAME_PATTERN.match(name):
-        top.fail("campaign", f"{name!r} must be letters, digits, '.', '_' or '-' (it names a folder)")
+        top.attempt(lambda: top.fail("campaign", f"{name!r} must be letters, digits, '.', '_' or '-' (it names a folder)"))
     title = top.get("title", str, default=name)
-    corpus = _Table(top.get("corpus", dict), "corpus", path)
-    corpus_path = base / corpus.get("path", str)
-    split = corpus.get("split", str, choices=("tuning", "final"))
-    corpus.finish()
-    model = _Table(top.get("model", dict), "model", path)
-    model_path = base / model.get("path", str)
-    revision = model.get("revision", str, default=None)
-    model.finish()
-    variants = _variants(top.get("variants", list), path)
-    protocol = _protocol(_Table(top.get("protocol", dict), "protocol", path), {v.name for v in variants})
+    corpus_path, split = top.attempt(lambda: _corpus(top, base), (None, None))
+    model_path, revision = top.attempt(lambda: _model(top, base), (None, None))
+    variants = _variants(top.get("variants", list), path, errors)
+    protocol = top.attempt(lambda: _protocol(Table(top.get("protocol", dict), "protocol", path, errors),
+                                             {v.name for v in variants} if variants else None), {})
     if "decision" in data:
         # Part of the protocol, so of its fingerprint: the question cannot change after the times are seen. Left out
         # when absent, so campaigns written before [decision] existed keep their fingerprint.
-        protocol["decision"] = decision_question(_Table(top.get("decision", dict), "decision", path))
+        protocol["decision"] = top.attempt(
+            lambda: decision_question(Table(top.get("decision", dict), "decision", path, errors)))
     top.finish()
+    if len(errors) == 1:
+        raise UserError(f"{path}: {errors[0]}")
+    if errors:
+        raise UserError(f"{path}: {len(errors)} mistakes, each to fix:\n" + "\n".join(f"  - {line}" for line in errors))
     return Campaign(path, name, title, corpus_path, split, model_path, revision, protocol, variants)
 
 
-def _protocol(table: _Table, variant_names: set[str]) -> dict:
+def _corpus(top: Table, base: Path) -> tuple[Path, str]:
+    corpus = Table(top.get("corpus", dict), "corpus", top.source, top.errors)
+    relative = corpus.get("path", str)
+    split = corpus.get("split", str, choices=("tuning", "final"))
+    corpus.finish()
+    return base / relative, split
+
+
+def _model(top: Table, base: Path) -> tuple[Path, str | None]:
+    model = Table(top.get("model", dict), "model", top.source, top.errors)
+    relative = model.get("path", str)
+    revision = model.get("revision", str, default=None)
+    model.finish()
+    return base / relative, revision
+
+
+def _protocol(table: Table, variant_names: set[str] | None) -> dict:
     protocol = {
         "repetitions": table.get("repetitions", int, default=5, minimum=1),
         "max_length": table.get("max_length", int, minimum=1),
@@ -151,21 +130,21 @@ def _protocol(table: _Table, variant_names: set[str]) -> dict:
         "seed": table.get("seed", int),
         "deterministic": table.get("deterministic", bool, default=True),
         "reference_variant": table.get("reference_variant", str),
-        "buckets": _buckets(table),
-        "thresholds": _thresholds(table),
+        "buckets": table.attempt(lambda: _buckets(table), []),
+        "thresholds": table.attempt(lambda: _thresholds(table), {}),
         "min_agreement": table.get("min_agreement", float, default=None),
-        "warmup": _warmup(table),
+        "warmup": table.attempt(lambda: _warmup(table), {}),
         "measured_window": "read corpus, tokenize, host-to-device transfer, inference, predictions on host",
     }
-    if protocol["reference_variant"] not in variant_names:
-        table.fail("reference_variant", f"{protocol['reference_variant']!r} is not a declared variant")
+    if variant_names is not None and protocol["reference_variant"] not in variant_names:
+        table.note("reference_variant", f"{protocol['reference_variant']!r} is not a declared variant")
     if protocol["min_agreement"] is not None and not 0 <= protocol["min_agreement"] <= 1:
-        table.fail("min_agreement", "must be between 0 and 1")
+        table.note("min_agreement", "must be between 0 and 1")
     table.finish()
     return protocol
 
 
-def decision_question(table: _Table) -> dict:
+def decision_question(table: Table) -> dict:
     """Read the decision question: workload, access window (start/end in a zone, or hours), deadline, budget."""
     corpora = table.get("corpora", int, default=None, minimum=1)
     entries = table.get("entries", int, default=None, minimum=1)
@@ -194,7 +173,7 @@ def decision_question(table: _Table) -> dict:
     }
 
 
-def _moment(table: _Table, key: str, zone):
+def _moment(table: Table, key: str, zone):
     text = table.get(key, str, default=None)
     if text is None:
         return None
@@ -205,7 +184,7 @@ def _moment(table: _Table, key: str, zone):
     return None
 
 
-def _window(table: _Table, zone) -> tuple:
+def _window(table: Table, zone) -> tuple:
     """Return the access window's start, end and hours, from window_start and window_end or from window_hours."""
     start, end = _moment(table, "window_start", zone), _moment(table, "window_end", zone)
     window_hours = table.get("window_hours", float, default=None, minimum=0)
@@ -224,7 +203,7 @@ def _window(table: _Table, zone) -> tuple:
     return start, end, hours
 
 
-def _deadline(table: _Table, zone, start) -> tuple:
+def _deadline(table: Table, zone, start) -> tuple:
     """Return the deadline as a time and as hours after the window's start (a date needs the start)."""
     deadline = _moment(table, "deadline", zone)
     deadline_hours = table.get("deadline_hours", float, default=None, minimum=0)
@@ -240,7 +219,7 @@ def _deadline(table: _Table, zone, start) -> tuple:
     return deadline, deadline_hours
 
 
-def _budget(table: _Table) -> str | None:
+def _budget(table: Table) -> str | None:
     """Return the optional budget as written, refusing what is not an amount in cents."""
     budget = table.get("budget", str, default=None)
     if budget is not None:
@@ -253,7 +232,7 @@ def _budget(table: _Table) -> str | None:
     return budget
 
 
-def _buckets(table: _Table) -> list[dict]:
+def _buckets(table: Table) -> list[dict]:
     raw = table.get("buckets", dict)
     buckets, previous = [], 0
     for index, (name, limit) in enumerate(raw.items()):
@@ -270,7 +249,7 @@ def _buckets(table: _Table) -> list[dict]:
     return buckets
 
 
-def _thresholds(table: _Table) -> dict:
+def _thresholds(table: Table) -> dict:
     raw = table.get("thresholds", dict, default={})
     for metric, value in raw.items():
         if metric not in THRESHOLD_METRICS:
@@ -280,8 +259,8 @@ def _thresholds(table: _Table) -> dict:
     return {metric: float(value) for metric, value in raw.items()}
 
 
-def _warmup(table: _Table) -> dict:
-    warmup = _Table(table.get("warmup", dict), "protocol.warmup", table.source)
+def _warmup(table: Table) -> dict:
+    warmup = Table(table.get("warmup", dict), "protocol.warmup", table.source, table.errors)
     rule = {
         "batches": warmup.get("batches", int, minimum=0),
         "passes": warmup.get("passes", int, default=1, minimum=1),
@@ -295,35 +274,44 @@ def _warmup(table: _Table) -> dict:
     return rule
 
 
-def _variants(raw: list, source: Path) -> tuple[Variant, ...]:
+def _variants(raw: list | None, source: Path, errors: list[str]) -> tuple[Variant, ...]:
+    if raw is None:
+        return ()  # noted already: [[variants]] is missing or not a list of tables
     if not raw:
-        raise UserError(f"{source}: declare at least one [[variants]] table")
+        errors.append("declare at least one [[variants]] table")
+        return ()
     variants, names = [], set()
     for index, data in enumerate(raw, start=1):
-        table = _Table(data, f"variants.{index}", source)
-        name = table.get("name", str)
-        if not NAME_PATTERN.match(name) or name in names:
-            table.fail("name", f"{name!r} must be unique and use letters, digits, '.', '_' or '-'")
-        names.add(name)
-        device = table.get("device", str, default="cpu")
-        if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
-            table.fail("device", f"{device!r} is not cpu, cuda or cuda:N")
-        variant = Variant(
-            name=name,
-            series=table.get("series", str, default="main"),
-            batch_size=table.get("batch_size", int, minimum=1),
-            precision=table.get("precision", str, default="fp32", choices=PRECISIONS),
-            quantization=table.get("quantization", str, default="none", choices=QUANTIZATIONS),
-            compile=table.get("compile", bool, default=False),
-            attention=table.get("attention", str, default="sdpa", choices=ATTENTIONS),
-            length_sorted=table.get("length_sorted", bool, default=False),
-            device=device,
-        )
-        if variant.quantization == "dynamic-int8" and (variant.device != "cpu" or variant.precision != "fp32"):
-            table.fail("quantization", "dynamic-int8 runs on the cpu device from fp32 weights only")
-        table.finish()
-        variants.append(variant)
+        try:
+            variants.append(_variant(Table(data, f"variants.{index}", source, errors), names))
+        except Invalid:
+            continue
     return tuple(variants)
+
+
+def _variant(table: Table, names: set[str]) -> Variant:
+    name = table.get("name", str)
+    if not NAME_PATTERN.match(name) or name in names:
+        table.fail("name", f"{name!r} must be unique and use letters, digits, '.', '_' or '-'")
+    names.add(name)
+    device = table.get("device", str, default="cpu")
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        table.note("device", f"{device!r} is not cpu, cuda or cuda:N")
+    variant = Variant(
+        name=name,
+        series=table.get("series", str, default="main"),
+        batch_size=table.get("batch_size", int, minimum=1),
+        precision=table.get("precision", str, default="fp32", choices=PRECISIONS),
+        quantization=table.get("quantization", str, default="none", choices=QUANTIZATIONS),
+        compile=table.get("compile", bool, default=False),
+        attention=table.get("attention", str, default="sdpa", choices=ATTENTIONS),
+        length_sorted=table.get("length_sorted", bool, default=False),
+        device=device,
+    )
+    if variant.quantization == "dynamic-int8" and (variant.device != "cpu" or variant.precision != "fp32"):
+        table.note("quantization", "dynamic-int8 runs on the cpu device from fp32 weights only")
+    table.finish()
+    return variant
 
 
 def rotation(variants: list[str], repetitions: int, reference: str) -> list[tuple[str, int]]:

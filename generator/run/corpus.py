@@ -57,7 +57,8 @@ def load_corpus(path: Path | str) -> Corpus:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise UserError(f"corpus file {path} does not exist") from None
+        raise UserError(f"corpus file {path.resolve()} does not exist (a campaign file's paths are relative to its "
+                        "folder)") from None
     except OSError as error:
         raise UserError(f"cannot read corpus {path}: {error.strerror or error}") from None
     if data.startswith(b"\xef\xbb\xbf"):

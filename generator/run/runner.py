@@ -71,7 +71,7 @@ class RunResult:
 def _model_config(model_dir: Path) -> dict:
     config_file = model_dir / "config.json"
     if not config_file.is_file():
-        raise UserError(f"model folder {model_dir} has no config.json: the runner loads local models only "
+        raise UserError(f"model folder {model_dir.resolve()} has no config.json: the runner loads local models only "
                         "(HF_HUB_OFFLINE=1, nothing is downloaded); point [model] path at a saved model folder")
     try:
         return json.loads(config_file.read_text(encoding="utf-8"))

@@ -1,0 +1,75 @@
+"""Read a TOML table key by key: typed values, every mistake noted with its table and key, the rest still checked."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+
+class Invalid(Exception):
+    """A mistake already noted in the campaign file's list: the step that met it stops, the next ones go on."""
+
+
+FALLBACK = {str: "", int: 1, float: 0.0, bool: False, dict: None, list: None}
+
+
+class Table:
+    """Read typed values from one TOML table; note every mistake with the table and key, and go on where it can."""
+
+    def __init__(self, data, where: str, source: Path, errors: list[str]):
+        self.data, self.where, self.source, self.used, self.errors = data, where, source, set(), errors
+        if data is None:  # the key holding it was already noted as wrong
+            raise Invalid
+        if not isinstance(data, dict):
+            self.note(None, "must be a table")
+            raise Invalid
+
+    def note(self, key: str | None, message: str) -> None:
+        line = f"[{self.where}] {key + ': ' if key else ''}{message}"
+        # One mistake per key: a wrong value is not reported again by the checks that read it.
+        if not any(line.startswith(f"[{self.where}] {key}: ") for line in self.errors if key):
+            self.errors.append(line)
+
+    def fail(self, key: str, message: str):
+        self.note(key, message)
+        raise Invalid
+
+    def attempt(self, read, default=None):
+        """Run READ; if it meets a mistake (already noted), return DEFAULT so the rest of the file is checked too."""
+        try:
+            return read()
+        except Invalid:
+            return default
+
+    def get(self, key, kind, default=..., choices=None, minimum=None):
+        self.used.add(key)
+        fallback = choices[0] if choices else (minimum if minimum is not None else FALLBACK.get(kind))
+        if key not in self.data:
+            if default is ...:
+                close = difflib.get_close_matches(key, [str(k) for k in self.data], n=1)
+                self.note(key, "is required" + (f" (found {close[0]}: check the spelling)" if close else ""))
+                return fallback
+            return default
+        value = self.data[key]
+        problem = None
+        if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+            problem = f"must be a whole number, not {value!r}"
+        elif kind is float and (isinstance(value, bool) or not isinstance(value, int | float)):
+            problem = f"must be a number, not {value!r}"
+        elif kind in (str, bool, dict) and not isinstance(value, kind):
+            problem = f"must be {'a string' if kind is str else 'true or false' if kind is bool else 'a table'}, not {value!r}"
+        elif kind is list and not isinstance(value, list):
+            problem = f"must be a list of tables ([[{key}]]), not {value!r}"
+        elif choices is not None and value not in choices:
+            problem = f"{value!r} is not one of {', '.join(map(str, choices))}"
+        elif minimum is not None and value < minimum:
+            problem = f"must be at least {minimum}, not {value!r}"
+        if problem:
+            self.note(key, problem)
+            return fallback
+        return value
+
+    def finish(self):
+        unknown = sorted(set(self.data) - self.used)
+        if unknown:
+            self.note(None, f"unknown key(s) {', '.join(unknown)}; check the spelling")
