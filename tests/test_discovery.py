@@ -87,3 +87,73 @@ def test_a_failed_quality_criterion_reads_less_than_with_the_word_failed(tmp_pat
         assert verdicts["agreement 0.957 < 0.98: failed in 5 of 5"] == ["verdict", "fail"]
         assert verdicts["accuracy 0.793 ≥ 0.73: passed in 5 of 5"] == ["verdict", "pass"]
         assert not any("≥" in text and "failed" in text for text in verdicts)
+
+
+def _links_resolve(page: Path, site: Path) -> list[str]:
+    """Return every href of PAGE that does not lead to a file (and an element id) in the built site."""
+    from bs4 import BeautifulSoup
+
+    broken = []
+    for anchor in BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser").find_all("a", href=True):
+        href = anchor["href"]
+        if href.startswith(("http://", "https://", "mailto:")):
+            continue
+        path, _, fragment = href.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if not target.is_file() or not target.resolve().is_relative_to(site.resolve()):
+            broken.append(href)
+        elif fragment and target.suffix == ".html":
+            if not BeautifulSoup(target.read_text(encoding="utf-8"), "html.parser").find(id=fragment):
+                broken.append(href)
+    return broken
+
+
+def test_the_demos_note_drafted_and_signed_publishes_with_no_comment_and_no_broken_link(tmp_path, cli):
+    """Part of #21: the draft comment showed as text, 'to fill in' was published, a variant link led nowhere."""
+    import shutil
+
+    from bs4 import BeautifulSoup
+
+    runs = tmp_path / "runs"
+    shutil.copytree(FIXTURE, runs)
+    code, out, _ = cli("note", "new", CAMPAIGN, "--runs", runs)
+    assert code == 0
+    note = tmp_path / "notes" / f"{CAMPAIGN}-decision.md"
+    text = note.read_text(encoding="utf-8")
+    # The demo ran on a CPU only: nothing to rent yet, so no CPU row is named as the decision.
+    assert "decision: nothing to rent yet" in text and "selected_variant" not in text
+    # The Rentals section lists the recorded rental, with its receipt and what it paid for.
+    assert ("- `rental-20261203T085833Z-8f6a0a6bf228`: 1 lot(s) rtx-4090 × 3 days from 2026-12-01T09:00:00+07:00, "
+            "47.14 USD; receipt sha256 6afd9c1cbf49…; linked to no run: counted in the campaign's spend, for no "
+            "configuration.") in text
+    code, out, _ = cli("build", "--runs", runs, "--out", tmp_path / "site")
+    assert code == 0 and "problem(s) in the records and notes" in out
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    problem = (f"notes/{note.name}: unsigned note: the author is still 'to fill in'; write who signs the decision")
+    assert problem in BeautifulSoup(index, "html.parser").get_text()
+    page = tmp_path / "site" / "notes" / f"{note.stem}.html"
+    assert problem in BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser").select_one("#note-problems").get_text()
+    # Signed, with a variant selected by hand: no problem, no visible comment, every link resolves.
+    note.write_text(text.replace("author: to fill in", "author: Dewi Lestari").replace(
+        "date:", "selected_variant: fp32-b8\ndate:"), encoding="utf-8")
+    code, out, _ = cli("build", "--runs", runs, "--out", tmp_path / "site")
+    assert code == 0 and "problem(s)" not in out
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    assert "Draft written" not in soup.get_text() and "<!--" not in soup.get_text() and not soup.select("#note-problems")
+    assert soup.find("a", string="fp32-b8")["href"].startswith(f"../campaigns/{CAMPAIGN}/index.html#variant-fp32-b8-")
+    assert _links_resolve(page, tmp_path / "site") == []
+
+
+def test_a_note_naming_a_missing_campaign_or_variant_is_a_named_problem_and_the_site_builds(tmp_path, cli):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    front = "---\ncampaign: {campaign}\ndecision: x\nselected_variant: {variant}\ndate: 2026-12-03\nauthor: Dewi\n---\nBody\n"
+    (notes / "typo.md").write_text(front.format(campaign="demo-rotten-tomato", variant="fp32-b8"), encoding="utf-8")
+    (notes / "variant.md").write_text(front.format(campaign=CAMPAIGN, variant="bf16-b9"), encoding="utf-8")
+    code, out, _ = cli("build", "--runs", FIXTURE, "--out", tmp_path / "site", "--notes", notes, "--json")
+    assert code == 0
+    problems = json.loads(out)["problems"]
+    assert "notes/typo.md: campaign 'demo-rotten-tomato' has no records here; check the note's campaign line" in problems
+    assert (f"notes/variant.md: selected_variant 'bf16-b9' is not a variant of {CAMPAIGN} (fp32-b1, fp32-b4, fp32-b8, "
+            "int8-b8)") in problems
+    assert (tmp_path / "site" / "notes" / "typo.html").is_file() and (tmp_path / "site" / "campaigns" / CAMPAIGN).is_dir()

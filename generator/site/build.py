@@ -15,7 +15,7 @@ from iteralab.decision.qualification import qualify
 from iteralab.decision.report import decide_guarded
 from iteralab.money.catalog import load_catalog
 from iteralab.site import charts, workers
-from iteralab.site.notes import load_notes
+from iteralab.site.notes import load_notes, note_problems, variant_anchors
 from iteralab.site.output import STATE_FILE, Writer, build_stamp, campaign_key, inputs_digest, list_files, shared_key
 from iteralab.site.pages import CampaignJob, Places, catalog_rows, render_campaign_job, sizing_rows
 from iteralab.site.render import TEMPLATES, jinja_environment
@@ -84,11 +84,12 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
         shutil.rmtree(out / "campaigns" / gone, ignore_errors=True)
     common = {"stamp": build_stamp(max((v.last_at for v in views if v.manifests or v.trials), default=None)),
               "catalog": price_catalog}
-    _write_shared_pages(writer, views, all_notes, answers, loaded.problems, {**common, "failed": failed})
-    writer.write(STATE_FILE, json.dumps({"inputs": inputs, "campaigns": keys, "problems": loaded.problems, "failed": failed},
+    problems = loaded.problems + note_problems(all_notes, views)
+    _write_shared_pages(writer, views, all_notes, answers, problems, {**common, "failed": failed})
+    writer.write(STATE_FILE, json.dumps({"inputs": inputs, "campaigns": keys, "problems": problems, "failed": failed},
                                         indent=2, sort_keys=True) + "\n")
     return {"index": out / "index.html", "campaigns": len(views), "rendered": [job.view.name for job in stale],
-            "processes": count, "written": writer.written, "unchanged": writer.kept, "problems": loaded.problems,
+            "processes": count, "written": writer.written, "unchanged": writer.kept, "problems": problems,
             "failed": failed}
 
 
@@ -126,9 +127,11 @@ def _write_shared_pages(writer: Writer, views: list, all_notes: list, answers: d
                                                                       problems=problems, **common))
     writer.write("catalog.html", env.get_template("catalog.html").render(root="", rows=catalog_rows(common["catalog"]), **common))
     writer.write("sizing.html", env.get_template("sizing.html").render(root="", rows=sizing_rows(views), **common))
+    anchors = variant_anchors(views)
     for note in all_notes:
         writer.write(f"notes/{note.slug}.html", env.get_template("note.html").render(
-            root="../", note=note, known={v.name for v in views}, **common))
+            root="../", note=note, known={v.name for v in views}, anchors=anchors,
+            note_problems=[p for p in problems if p.startswith(f"notes/{note.source}: ")], **common))
     writer.write("assets/style.css", (TEMPLATES / "assets" / "style.css").read_bytes())
     folder = resources.files("iteralab.store") / "schemas"
     for kind in ("common", *KINDS):
@@ -145,6 +148,7 @@ def describe_build(result: dict) -> str:
     lines += [f"campaign {name} was not built: {reason} (its page says so; run iteralab check)"
               for name, reason in result["failed"].items()]
     if result["problems"]:
-        lines.append(f"{len(result['problems'])} problem(s) in the records are listed on the index page (iteralab check shows them)")
+        lines.append(f"{len(result['problems'])} problem(s) in the records and notes are listed on the index page "
+                     "(iteralab check shows the records' ones)")
     lines.append(f"Site: {result['index'].resolve()}")
     return "\n".join(lines)

@@ -12,11 +12,15 @@ from iteralab.core.files import writing
 from iteralab.core.lines import json_lines
 from iteralab.core.paths import notes_folder
 from iteralab.decision.plan import span_range
+from iteralab.decision.rental_checks import check_rentals
 from iteralab.decision.report import decision_report
 from iteralab.decision.text import planned_text
+from iteralab.store.listing import campaign_view_of
 
 FIELDS = ("title", "campaign", "decision", "selected_variant", "workload_covered", "date", "author")
 REQUIRED = ("campaign", "decision", "date", "author")
+UNSIGNED = "to fill in"  # the author note new writes until someone signs the note
+COMMENT = re.compile(r"<!--.*?-->", re.S)
 
 
 @dataclass(frozen=True)
@@ -73,17 +77,40 @@ def load_notes(folder: Path | None) -> list[Note]:
         meta, body = _front_matter(text, str(path))
         # Notes are Markdown, not HTML: raw tags are shown as text, and the rendered HTML goes through a maintained
         # sanitiser, since Markdown itself makes links: [x](javascript:...) must not become a clickable script.
-        safe = body.replace("<", "&lt;")
+        # An HTML comment is the author's aside (note new writes one): never rendered, not even as text.
+        safe = COMMENT.sub("", body).replace("<", "&lt;")
         html = sanitise(markdown.markdown(safe, extensions=["tables", "fenced_code"], output_format="html"))
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).strip("-") or "note"
         notes.append(Note(slug, path.name, meta, html))
     return notes
 
 
-def draft_text(report, *, author: str, today: str) -> str:
-    """Write a decision note draft from a decision report: front matter filled in, reasons and links written out."""
-    chosen = report.cheapest or (report.ranked[0] if report.ranked else None)
-    decision = f"{chosen.label}" if chosen else "no configuration yet"
+def note_problems(notes: list[Note], views: list) -> list[str]:
+    """Name what a note points at that does not exist, and a note nobody signed: the note is published with a warning."""
+    variants = {view.name: {summary.name for summary in view.variants} for view in views}
+    problems = []
+    for note in notes:
+        where, campaign = f"notes/{note.source}", note.meta["campaign"]
+        if campaign not in variants:
+            problems.append(f"{where}: campaign {campaign!r} has no records here; check the note's campaign line")
+        elif note.meta.get("selected_variant") and note.meta["selected_variant"] not in variants[campaign]:
+            problems.append(f"{where}: selected_variant {note.meta['selected_variant']!r} is not a variant of {campaign} "
+                            f"({', '.join(sorted(variants[campaign])) or 'none'})")
+        if note.meta["author"].strip().lower() == UNSIGNED:
+            problems.append(f"{where}: unsigned note: the author is still {UNSIGNED!r}; write who signs the decision")
+    return problems
+
+
+def variant_anchors(views: list) -> dict:
+    """Map campaign -> variant name -> the campaign page anchor of its first configuration."""
+    return {view.name: {summary.name: f"variant-{summary.key}" for summary in reversed(view.variants)} for view in views}
+
+
+def draft_text(report, *, author: str, today: str, rentals: list[str] = ()) -> str:
+    """Write a decision note draft from a decision report: front matter filled in, reasons, links and rentals written out."""
+    # Only a priced configuration is something to rent; otherwise the note says so instead of naming a CPU row.
+    chosen = report.cheapest
+    decision = chosen.label if chosen else "nothing to rent yet: no feasible configuration runs on a card the catalog prices"
     # Front matter values are single lines; a label never holds a newline, but a title might.
     title = " ".join(f"Decision: {report.title}".split())
     lines = ["---", f"title: {title}", f"campaign: {report.campaign}", f"decision: {decision}"]
@@ -101,24 +128,41 @@ def draft_text(report, *, author: str, today: str) -> str:
               f"- [Decision page](../campaigns/{report.campaign}/decision.html)",
               f"- [Campaign page with every trial](../campaigns/{report.campaign}/index.html)",
               f"- [Evidence bundle](../campaigns/{report.campaign}/evidence-{report.campaign}.zip), checked with `iteralab verify`",
-              "", "## Rentals", "", "Match this decision with the rentals in the IteraGPU account (receipts are in the bundle).", ""]
+              "", "## Rentals", ""]
+    lines += list(rentals) or ["No rental is recorded for this campaign yet (iteralab rental add)."]
+    lines += ["", "Match these with the rentals in the IteraGPU account; the receipts are in the evidence bundle.", ""]
     return "\n".join(lines)
+
+
+def rental_lines(view, links: dict) -> list[str]:
+    """Describe each rental of the campaign for the note: what was bought, its receipt, the runs it paid for."""
+    lines = []
+    for rental in view.rentals:
+        paid = [run_id for run_id, found in links.items() if rental in found]
+        receipt = f"receipt sha256 {rental['receipt']['sha256'][:12]}…" if rental["receipt"] else "no receipt attached"
+        runs = (f"paid for run(s) {', '.join(paid)}" if paid
+                else "linked to no run: counted in the campaign's spend, for no configuration")
+        lines.append(f"- `{rental['record_id']}`: {rental['lots']} lot(s) {rental['gpu']} × {rental['days']} days from "
+                     f"{rental['start']}, {rental['total']} {rental['currency']}; {receipt}; {runs}.")
+    return lines
 
 
 def draft_note(*, campaign: str, runs: Path | str, notes: Path | str | None = None, author: str = "to fill in",
                catalog: Path | str | None = None) -> Path:
     """Decide CAMPAIGN and draft its note into the notes folder (default: notes/ beside the runs folder)."""
     report = decision_report(campaign=campaign, runs=runs, catalog=catalog)
-    return write_draft(report, folder=notes_folder(runs, notes), author=author)
+    view = campaign_view_of(runs, campaign)
+    return write_draft(report, folder=notes_folder(runs, notes), author=author,
+                       rentals=rental_lines(view, check_rentals(view)[0]))
 
 
-def write_draft(report, *, folder: Path, author: str) -> Path:
+def write_draft(report, *, folder: Path, author: str, rentals: list[str] = ()) -> Path:
     """Write FOLDER/CAMPAIGN-decision.md from REPORT, never over an existing note."""
     folder = Path(folder)
     path = folder / f"{report.campaign}-decision.md"
     if path.exists():
         raise UserError(f"{path} already exists; it was not overwritten (edit it, or move it away to draft again)")
-    text = draft_text(report, author=author, today=dt.date.today().isoformat())
+    text = draft_text(report, author=author, today=dt.date.today().isoformat(), rentals=rentals)
     with writing(path, "the decision note draft"), open(path, "x", encoding="utf-8") as handle:
         handle.write(text)
     return path
