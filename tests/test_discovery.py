@@ -157,3 +157,44 @@ def test_a_note_naming_a_missing_campaign_or_variant_is_a_named_problem_and_the_
     assert (f"notes/variant.md: selected_variant 'bf16-b9' is not a variant of {CAMPAIGN} (fp32-b1, fp32-b4, fp32-b8, "
             "int8-b8)") in problems
     assert (tmp_path / "site" / "notes" / "typo.html").is_file() and (tmp_path / "site" / "campaigns" / CAMPAIGN).is_dir()
+
+
+def test_a_catalog_mixing_currencies_is_refused_with_its_line(tmp_path, cli):
+    catalog = tmp_path / "mixed.csv"
+    catalog.write_text("catalog_version,gpu,gpu_name,cards_per_lot,memory_per_card_gb,days,price_per_lot,currency\n"
+                       "v1,rtx-4090,RTX 4090,1,24,3,47.14,USD\nv1,rtx-4090,RTX 4090,1,24,7,99.00,EUR\n", encoding="utf-8")
+    code, _, err = cli("cost", "--gpu", "rtx-4090", "--days", "3", "--lots", "1", "--catalog", catalog)
+    assert code == 1 and err == (f"iteralab cost: error: {catalog}:3: currency EUR differs from USD at line 2; a catalog "
+                                 "holds one currency: convert the prices, or keep one catalog per currency\n")
+
+
+def test_a_sheet_that_cannot_be_settled_or_names_a_missing_campaign_is_a_named_problem_and_the_site_builds(tmp_path, cli):
+    """Part of #21: another catalog stopped the whole build at a sheet's GPU, without naming the sheet."""
+    import shutil
+
+    runs = tmp_path / "runs"
+    shutil.copytree(FIXTURE, runs)
+    sheets = tmp_path / "qualification"  # beside the runs folder, where build looks: the demo's example sheets
+    shutil.copytree(_demo_sheets(), sheets)
+    names = sorted(path.name for path in sheets.glob("*.toml"))
+    typo = sheets / names[0]
+    typo.write_text(typo.read_text(encoding="utf-8").replace(f'campaign = "{CAMPAIGN}"', 'campaign = "demo-rotten-tomato"'),
+                    encoding="utf-8")
+    catalog = tmp_path / "other.csv"  # lists the RTX 4090 only
+    catalog.write_text("catalog_version,gpu,gpu_name,cards_per_lot,memory_per_card_gb,days,price_per_lot,currency\n"
+                       "2026-10-01,rtx-4090,RTX 4090,1,24,3,47.14,USD\n2026-10-01,rtx-4090,RTX 4090,1,24,7,110.00,USD\n",
+                       encoding="utf-8")
+    code, out, _ = cli("build", "--runs", runs, "--out", tmp_path / "site", "--catalog", catalog, "--json")
+    assert code == 0
+    problems = json.loads(out)["problems"]
+    assert f"{typo}: campaign 'demo-rotten-tomato' has no records here; did you mean {CAMPAIGN}? Its quality and memory " \
+           "stay to confirm until that campaign's records are here" in problems
+    left_out = [p for p in problems if p.endswith("; the sheet is left out")]
+    assert left_out and all("is not in catalog 2026-10-01" in p and str(sheets) in p for p in left_out), problems
+    assert (tmp_path / "site" / "campaigns" / CAMPAIGN / "qualification.html").is_file()
+
+
+def _demo_sheets() -> Path:
+    from importlib import resources
+
+    return Path(str(resources.files("iteralab") / "data" / "qualification"))

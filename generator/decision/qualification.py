@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -232,13 +233,32 @@ def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog, views: dict | No
                  total, margin, spare, tuple(criteria), configuration=label, currency=priced.currency if priced else None)
 
 
-def qualify(folder: Path | str, loaded: Loaded, catalog: Catalog) -> list[Sheet]:
-    """Settle every ``*.toml`` sheet in FOLDER; selected ones first, ranked by cost, then margin, then spare time."""
+def qualify(folder: Path | str, loaded: Loaded, catalog: Catalog, problems: list[str] | None = None) -> list[Sheet]:
+    """Settle every ``*.toml`` sheet in FOLDER; selected ones first, ranked by cost, then margin, then spare time.
+
+    With PROBLEMS (the build's list), a sheet that cannot be settled is named there, with its file, and left out, and a
+    sheet naming a campaign with no records is named there too; without it, the first such sheet stops with its file.
+    """
     folder = Path(folder)
     if not folder.is_dir():
         raise UserError(f"{folder} is not a folder of qualification sheets (*.toml)")
     views = {view.name: view for view in campaign_views(loaded)}
-    sheets = [qualify_sheet(path, loaded, catalog, views) for path in sorted(folder.glob("*.toml"))]
+    sheets = []
+    for path in sorted(folder.glob("*.toml")):
+        try:
+            sheet = qualify_sheet(path, loaded, catalog, views)
+        except UserError as error:
+            message = str(error) if str(error).startswith(str(path)) else f"{path}: {error}"
+            if problems is None:
+                raise UserError(message) from None
+            problems.append(f"{message}; the sheet is left out")
+            continue
+        if problems is not None and sheet.campaign not in views:
+            close = difflib.get_close_matches(sheet.campaign, list(views), n=2, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(close)}?" if close else "."
+            problems.append(f"{path}: campaign {sheet.campaign!r} has no records here{hint} Its quality and memory stay "
+                            "to confirm until that campaign's records are here")
+        sheets.append(sheet)
     return rank(sheets)
 
 

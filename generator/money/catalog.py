@@ -167,6 +167,11 @@ def parse_catalog(text: str, source: str) -> Catalog:
         currency = row["currency"]
         if not re.fullmatch(r"[A-Z]{3}", currency):
             raise UserError(f"{where}: currency {currency!r} must be a three-letter code such as USD")
+        first = next(iter(prices.values()), None)
+        if first is not None and currency != first.currency:
+            # Plans of different cards are compared by price: one catalog, one currency, never converted here.
+            raise UserError(f"{where}: currency {currency} differs from {first.currency} at line {first.line}; a catalog "
+                            "holds one currency: convert the prices, or keep one catalog per currency")
         prices[(gpu.slug, days)] = Price(gpu, days, _parse_price(row["price_per_lot"], where), currency, line)
     if not prices:
         raise UserError(f"{source}: the catalog has no price rows")

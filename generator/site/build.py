@@ -60,7 +60,8 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
     price_catalog = load_catalog(catalog)
     all_notes = load_notes(places.notes)
     views = campaign_views(loaded, present={relative for relative, _ in runs_files})
-    qualified = qualify(sheets_dir, loaded, price_catalog) if sheets_dir.is_dir() else []
+    sheet_problems: list[str] = []
+    qualified = qualify(sheets_dir, loaded, price_catalog, sheet_problems) if sheets_dir.is_dir() else []
     jobs = [CampaignJob(view, tuple(n for n in all_notes if n.meta.get("campaign") == view.name),
                         tuple(s for s in qualified if s.campaign == view.name),
                         build_stamp(view.last_at if view.manifests or view.trials else None), price_catalog) for view in views]
@@ -84,7 +85,7 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
         shutil.rmtree(out / "campaigns" / gone, ignore_errors=True)
     common = {"stamp": build_stamp(max((v.last_at for v in views if v.manifests or v.trials), default=None)),
               "catalog": price_catalog}
-    problems = loaded.problems + note_problems(all_notes, views)
+    problems = loaded.problems + sheet_problems + note_problems(all_notes, views)
     _write_shared_pages(writer, views, all_notes, answers, problems, {**common, "failed": failed})
     writer.write(STATE_FILE, json.dumps({"inputs": inputs, "campaigns": keys, "problems": problems, "failed": failed},
                                         indent=2, sort_keys=True) + "\n")
