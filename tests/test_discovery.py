@@ -202,3 +202,29 @@ def _demo_sheets() -> Path:
     from importlib import resources
 
     return Path(str(resources.files("iteralab") / "data" / "qualification"))
+
+
+def test_one_story_of_the_money_on_every_page_and_in_decide(tmp_path, cli):
+    """Part of #21: the demo's rental paid for no configuration (its runs are on a CPU): every place says so alike."""
+    from bs4 import BeautifulSoup
+
+    rental = "rental-20261203T085833Z-8f6a0a6bf228"
+    code, out, _ = cli("decide", CAMPAIGN, "--runs", FIXTURE, "--json")
+    data = json.loads(out)
+    assert data["rentals_paid_for"] == {}
+    assert data["rentals_linked_to_no_configuration"] == [{
+        "record_id": rental, "gpu": "rtx-4090", "lots": 1, "days": 3, "start": "2026-12-01T09:00:00+07:00", "total": "47.14",
+        "currency": "USD", "receipt_sha256": "6afd9c1cbf495f9221fe5f9d03d4f0e962babd83fd293c696e69686510611a63"}]
+    assert all(row["observed"]["cost_per_validated_corpus"] is None for row in data["ranked"] + data["infeasible"])
+    code, text, _ = cli("decide", CAMPAIGN, "--runs", FIXTURE)
+    assert f"Rentals linked to no configuration (the campaign's spend, in no configuration's figures):\n  - {rental}: 1 " \
+           "lot(s) rtx-4090 x 3 days from 2026-12-01T09:00:00+07:00, 47.14 USD" in text
+    site = _site(tmp_path, cli)
+    campaign = BeautifulSoup((site / "campaigns" / CAMPAIGN / "index.html").read_text(encoding="utf-8"), "html.parser")
+    assert (campaign.find(id="spend").get_text(), campaign.find(id="spend-linked").get_text()) == (
+        "47.14 USD", "none: no rental is linked to a run it could pay for")
+    assert campaign.find(id="spend-unlinked").get_text().startswith("47.14 USD (1 rental, listed above")
+    row = next(tr for tr in campaign.select("#cost tbody tr") if "rtx-4090" in tr.get_text())
+    assert row.find_all("td")[-1].get_text() == "no configuration: linked to no run it could pay for"
+    decision = BeautifulSoup((site / "campaigns" / CAMPAIGN / "decision.html").read_text(encoding="utf-8"), "html.parser")
+    assert f"{rental}: 1 lot(s) rtx-4090 × 3 days" in decision.select_one("#unlinked-rentals").get_text()

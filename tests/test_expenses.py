@@ -76,9 +76,9 @@ def test_other_costs_sit_beside_package_spend_and_unequal_items_are_named(costed
     assert cells[A8][:5] == ["47.14 USD", "47.14 USD", "15.50 USD", "62.64 USD", "62.64 USD"]
     page = BeautifulSoup((campaign / "index.html").read_text(), "html.parser")
     assert page.select_one("#other-costs").get_text() == "15.50 USD"
-    assert page.select_one("#cost-per-corpus").get_text() == "62.64 USD"
-    assert page.select_one("#cost-includes").get_text() == (
-        "package spend 47.14 USD and other costs 15.50 USD (2 items), by the accepted deliverables")
+    # Per configuration only (#21): A8 has its own rental and deliverable; A1 shares the rental but delivered nothing.
+    assert page.select_one("#cost-per-corpus").get_text() == (
+        f"{A8}: 62.64 USD (package spend 47.14 USD and other costs 15.50 USD (2 items), by its 1 accepted deliverable)")
 
 
 def test_the_bundle_carries_every_rental_and_expense_as_focus_rows(costed, cli, tmp_path):

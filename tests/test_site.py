@@ -76,11 +76,13 @@ def test_cost_block_shows_spend_and_undefined_cost_without_deliverables(site):
     page = soup(site / "campaigns" / "camp" / "index.html")
     assert page.find(id="spend").get_text(strip=True) == "47.14 USD"
     assert page.find(id="deliverables").get_text(strip=True) == "0"
-    assert page.find(id="cost-per-corpus").get_text(strip=True) == "undefined: no accepted deliverable"
+    assert page.find(id="cost-per-corpus").get_text(strip=True) == "undefined: no configuration has both its own rentals and accepted deliverables"
+    assert page.find(id="spend-linked").get_text(strip=True) == "none: no rental is linked to a run it could pay for"
 
 
-def test_cost_per_validated_corpus_divides_by_distinct_corpora(runs, tmp_path):
-    """Three distinct corpora delivered, one of them twice by two teams: 267.14 ÷ 3, not ÷ 1 and not ÷ 4."""
+def test_distinct_corpora_count_once_and_unlinked_spend_is_never_divided_by_them(runs, tmp_path):
+    """Three distinct corpora delivered, one of them twice by two teams: 3, not 4. The rentals pay for no configuration
+    (a campaign-wide 267.14 ÷ 3 mixed cards and corpora, #21): the cost per corpus is undefined, the spend apart."""
     loaded = reading.load(runs)
     accepted = [t for t in loaded.of_kind("trial") if t["corpus_accepted"]]
     records.append(runs, factory.rental(total="220.00", lots=2))
@@ -91,7 +93,8 @@ def test_cost_per_validated_corpus_divides_by_distinct_corpora(runs, tmp_path):
     page = soup(out / "campaigns" / "camp" / "index.html")
     assert page.find(id="spend").get_text(strip=True) == "267.14 USD"
     assert page.find(id="deliverables").get_text(strip=True) == "3"
-    assert page.find(id="cost-per-corpus").get_text(strip=True) == "89.05 USD"  # 89.0466… rounded half up
+    assert page.find(id="cost-per-corpus").get_text(strip=True) == "undefined: no configuration has both its own rentals and accepted deliverables"
+    assert page.find(id="spend-unlinked").get_text(strip=True).startswith("267.14 USD (2 rentals, listed above")
     assert "repeats the corpus" in page.find(id="problems").get_text()
 
 

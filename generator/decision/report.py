@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
@@ -93,6 +93,14 @@ class Report:
     exclusions: tuple = ()  # the campaign's exclusions, each listed for every configuration (CampaignView.exclusion_table)
     unequal: tuple = ()  # expenses that apply to some configurations only (store.expenses.unequal)
     unequal_note: str | None = None  # how the ranking treats them, in words
+    paid_for: dict = field(default_factory=dict)  # rental id -> labels of the configurations it validly paid for
+    unlinked: tuple = ()  # rentals that paid for no configuration: counted in the campaign's spend only
+
+    def rental_story(self, rentals) -> dict:
+        """Tell the one story of the money: all rentals, those paid for configurations, those linked to none."""
+        linked = [r for r in rentals if r["record_id"] in self.paid_for]
+        return {"all": _sum(rentals), "linked": _sum(linked), "unlinked": _sum(self.unlinked),
+                "per_configuration": [row for row in self.rows if row.observed_rentals or row.deliverables]}
 
 
 def _figures(table) -> dict:
@@ -250,9 +258,22 @@ def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
     ranked = sorted((row for row in rows if row.feasible), key=_rank_key)
     infeasible = [row for row in rows if not row.feasible]
     to_measure = _to_measure(rows, question, catalog)
+    paid_for: dict[str, list[str]] = {}
+    for row in rows:
+        for rental in row.observed_rentals:
+            paid_for.setdefault(rental["record_id"], []).append(row.label)
     return Report(view.name, view.title, question, corpus_entries, catalog.version, rows, ranked, infeasible, to_measure,
                   problems, **_answer(question, ranked, infeasible, rows, to_measure, corpus_entries),
-                  exclusions=tuple(view.exclusion_table()), **_unequal(view, rows, ranked))
+                  exclusions=tuple(view.exclusion_table()), **_unequal(view, rows, ranked), paid_for=paid_for,
+                  unlinked=tuple(r for r in view.rentals if r["record_id"] not in paid_for))
+
+
+def _sum(rentals) -> dict:
+    """Sum rentals' totals per currency (never across currencies): {"USD": Decimal}, empty when none."""
+    totals: dict[str, Decimal] = {}
+    for rental in rentals:
+        totals[rental["currency"]] = totals.get(rental["currency"], Decimal(0)) + Decimal(rental["total"])
+    return {currency: money(amount) for currency, amount in sorted(totals.items())}
 
 
 def _unequal(view: CampaignView, rows: list[Row], ranked: list[Row]) -> dict:

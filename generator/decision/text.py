@@ -76,6 +76,10 @@ def report_dict(report: Report) -> dict:
                             k: entry["withdrawal"][k] for k in ("record_id", "created_at", "reason")}}
                        for entry in report.exclusions],
         "unequal_items": list(report.unequal), "unequal_note": report.unequal_note,
+        "rentals_paid_for": {rental_id: labels for rental_id, labels in sorted(report.paid_for.items())},
+        "rentals_linked_to_no_configuration": [
+            {k: r[k] for k in ("record_id", "gpu", "lots", "days", "start", "total", "currency")} |
+            {"receipt_sha256": r["receipt"]["sha256"] if r["receipt"] else None} for r in report.unlinked],
         "problems": report.problems,
     }
 
@@ -137,6 +141,10 @@ def describe_report(report: Report) -> str:
     if report.to_measure:
         lines += ["", "To measure (price only: no time, no quality):"]
         lines += [f"  - {card['card'].name}: {measure_price(card)}" for card in report.to_measure]
+    if report.unlinked:
+        lines += ["", "Rentals linked to no configuration (the campaign's spend, in no configuration's figures):"]
+        lines += [f"  - {r['record_id']}: {r['lots']} lot(s) {r['gpu']} x {r['days']} days from {r['start']}, {r['total']} "
+                  f"{r['currency']}" for r in report.unlinked]
     if report.unequal:
         lines += ["", "Unequal items (other costs that only some configurations carry):"]
         lines += [f"  - {item['justification']} ({item['amount']} {item['currency']}, {item['record_id']}): not carried by "

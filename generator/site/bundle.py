@@ -90,7 +90,7 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
     for note in loaded_notes if loaded_notes is not None else load_notes(notes_dir):
         if note.meta.get("campaign") == view.name:
             files[f"notes/{bag_name(note.source)}"] = (Path(notes_dir) / note.source).read_bytes()
-    files["index.html"] = _index_html(view, files).encode("utf-8")
+    files["index.html"] = _index_html(view, files, report).encode("utf-8")
     return files
 
 
@@ -98,9 +98,10 @@ def _json(value) -> bytes:
     return (pretty_json(value) + "\n").encode("utf-8")
 
 
-def _index_html(view: CampaignView, files: dict[str, bytes]) -> str:
+def _index_html(view: CampaignView, files: dict[str, bytes], report) -> str:
     listing = [{"path": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in sorted(files.items())]
-    return jinja_environment().get_template("bundle_index.html").render(view=view, files=listing, cost=view.cost())
+    return jinja_environment().get_template("bundle_index.html").render(view=view, files=listing, cost=view.cost(),
+                                                                         report=report)
 
 
 def bag_files(name: str, data: dict[str, bytes], bagging_date: str) -> dict[str, bytes]:
