@@ -217,6 +217,7 @@ def test_one_story_of_the_money_on_every_page_and_in_decide(tmp_path, cli):
         "currency": "USD", "receipt_sha256": "6afd9c1cbf495f9221fe5f9d03d4f0e962babd83fd293c696e69686510611a63"}]
     assert all(row["observed"]["cost_per_validated_corpus"] is None for row in data["ranked"] + data["infeasible"])
     code, text, _ = cli("decide", CAMPAIGN, "--runs", FIXTURE)
+    assert code == 0
     assert f"Rentals linked to no configuration (the campaign's spend, in no configuration's figures):\n  - {rental}: 1 " \
            "lot(s) rtx-4090 x 3 days from 2026-12-01T09:00:00+07:00, 47.14 USD" in text
     site = _site(tmp_path, cli)
