@@ -190,7 +190,7 @@ def test_without_a_decision_table_the_report_says_which_question_is_missing(tmp_
     assert not report.question.declared
     assert "states no [decision] table" in report.answer
     assert report.ranked[0].plan_reason == "not in the catalog: CPU"
-    assert "No feasible configuration runs on hardware the catalog prices" in report.answer
+    assert report.answer.startswith("Nothing to rent yet: no feasible configuration runs on a card the catalog prices.")
 
 
 def test_decide_cli_prints_the_table_and_json(merged, cli):
@@ -369,12 +369,14 @@ A8, A1 = (f"{v} · 1× NVIDIA GeForce RTX 4090 · torch 2.13.0+cu128" for v in (
 PACKAGE = "1 lot × 3-day RTX 4090 at 47.14 USD per lot, catalog 2026-09-24"
 TEN = "10 independent corpora like the campaign's within the 72 h access window"
 PRICE_NOTE = "a price says nothing about a card's throughput."
+# The answer's first sentence (#21): what to rent, or what to measure next and why.
+RENT_4090 = "Rent 1 lot of RTX 4090, one 3-day package, for 47.14 USD, and run {variant} there. "
 
 
 def test_the_answers_read_in_full(merged, tmp_path):
     """Every sentence of the plain-language answer, for the merged, fastest, tie and no-question cases."""
     report, _, _ = report_of(merged)
-    assert report.answer == (
+    assert report.answer == RENT_4090.format(variant="b8") + (
         f"Cheapest feasible configuration: {A8}. Planned 47.14 USD for {PACKAGE}, 71.91 h of the package spare after the "
         f"work; projected 5.0 min to 5.7 min for {TEN}. Runner-up: {A1} plans the same spend, but the repetitions "
         "separate them: median 32.000 s against 104.000 s per corpus, the ranges do not overlap. To measure: B200 "
@@ -386,14 +388,14 @@ def test_the_answers_read_in_full(merged, tmp_path):
     for part in ("a", "b"):
         shutil.copytree(tmp_path / part, tmp_path / "runs", dirs_exist_ok=True)
     ada8 = "b8 · 1× NVIDIA RTX 6000 Ada Generation · torch 2.13.0+cu128"
-    assert report_of(tmp_path / "runs")[0].answer == (
+    assert report_of(tmp_path / "runs")[0].answer == RENT_4090.format(variant="b1") + (
         f"Cheapest feasible configuration: {A1}. Planned 47.14 USD for {PACKAGE}, 71.7 h of the package spare after the "
         f"work; projected 16.7 min to 18.0 min for {TEN}. Runner-up: {ada8}, 8.57 USD more, 12.8 min faster (median "
         f"projection). Fastest feasible: {ada8}, projected 4.5 min (median), planned 55.71 USD. To measure: B200 "
         f"(2071.00 USD for one lot in one 7-day package); {PRICE_NOTE}")
     write_machine(tmp_path / "tie", "run-a", RTX_4090, {"b1": [30, 34, 31, 33, 32], "b8": [31, 35, 30, 32, 33]})
     tie = report_of(tmp_path / "tie")[0]
-    assert tie.answer == (
+    assert tie.answer == RENT_4090.format(variant="b1") + (
         f"Cheapest feasible configuration: {A1}. Planned 47.14 USD for {PACKAGE}, 71.91 h of the package spare after the "
         f"work; projected 5.0 min to 5.7 min for {TEN}. Tie: {A1} and {A8} both plan 47.14 USD and the repetitions do "
         f"not separate their durations. {A1} and {A8}: the series has not separated them. The spread of the repetitions "
@@ -404,8 +406,9 @@ def test_the_answers_read_in_full(merged, tmp_path):
     cpu = report_of(tmp_path / "cpu")[0]
     cpu1 = "b1 · CPU Test CPU, 2 threads · torch 2.13.0"
     assert cpu.answer == (
-        f"No feasible configuration runs on hardware the catalog prices. {cpu1} meets the quality thresholds and is "
-        "projected at 5.0 s to 5.0 s for 1 corpus like the campaign's (no access window stated), but its package spend "
+        "Nothing to rent yet: no feasible configuration runs on a card the catalog prices. Measure next on RTX 4090, the "
+        "cheapest card not measured for this window (47.14 USD for one lot), then copy that machine's runs/ folder here "
+        f"and build again. {cpu1} meets the quality thresholds and is projected at 5.0 s to 5.0 s for 1 corpus like the campaign's (no access window stated), but its package spend "
         "is not in the catalog: CPU. To measure: B200 (2071.00 USD for one lot in one 7-day package), RTX 4090 (47.14 USD "
         f"for one lot in one 3-day package), RTX 6000 Ada (55.71 USD for one lot in one 3-day package); {PRICE_NOTE} The campaign file states no [decision] table, so "
         "this answer assumes one corpus and no window.")

@@ -489,3 +489,13 @@ def test_configuration_of_a_gpu_variant_finds_its_card_by_index_and_counts_the_s
     assert second.settings == (("batch_size", 1), ("device", "cuda:1"))
     assert configuration_of(_trial("cuda"), {"environment": {"gpus": gpus, "cuda_version": "12.8"}}).accelerator_runtime == \
         "CUDA 12.8"
+
+
+def test_the_next_step_says_what_to_rent_or_what_to_measure_next_and_why():
+    """Part of #21: the answer's first sentence, word for word."""
+    assert decision._next_step(None, [], []) == "Nothing to rent yet: no configuration measured so far meets every condition."
+    cards = decision._to_measure([], _question(window_hours=Decimal("96")), load_catalog())
+    assert decision._next_step(None, [], cards) == (
+        "Nothing to rent yet: no configuration measured so far meets every condition. Measure next on RTX 4090, the "
+        "cheapest card not measured for this window (94.28 USD for one lot), then copy that machine's runs/ folder here "
+        "and build again.")

@@ -229,3 +229,28 @@ def test_one_story_of_the_money_on_every_page_and_in_decide(tmp_path, cli):
     assert row.find_all("td")[-1].get_text() == "no configuration: linked to no run it could pay for"
     decision = BeautifulSoup((site / "campaigns" / CAMPAIGN / "decision.html").read_text(encoding="utf-8"), "html.parser")
     assert f"{rental}: 1 lot(s) rtx-4090 × 3 days" in decision.select_one("#unlinked-rentals").get_text()
+
+
+def test_the_decision_page_reads_as_a_decision(tmp_path, cli):
+    """Part of #21: headings agree with the answer, optional items are not flagged, the window's role is explained,
+    and times are readable with their zone."""
+    from bs4 import BeautifulSoup
+
+    site = _site(tmp_path, cli)
+    page = BeautifulSoup((site / "campaigns" / CAMPAIGN / "decision.html").read_text(encoding="utf-8"), "html.parser")
+    assert page.select_one("#answer").get_text().startswith(
+        "Answer. Nothing to rent yet: no feasible configuration runs on a card the catalog prices. Measure next on RTX 4090")
+    assert page.select_one("#feasible h2").get_text() == (
+        "Feasible but not priced: they meet every condition on hardware the catalog does not price")
+    optional = page.select_one("#question p.note")
+    assert optional.get_text() == ("Optional, not stated: a deadline; a budget ceiling. Nothing is missing: the answer "
+                                   "simply checks no deadline or budget.")
+    assert not page.select("#question .warning")  # nothing required is missing, so nothing is in red
+    assert page.select_one("#window-role").get_text().startswith("Why the window sets the package: a package is bought "
+                                                                 "for whole periods")
+    assert "96 h, 2026-09-28 09:00 UTC+07:00 to 2026-10-02 09:00 UTC+07:00 (read in Asia/Jakarta)" in \
+        page.select_one("#question").get_text()
+    assert "2026-12-03 06:24 UTC" in page.select_one("#feasible").get_text()
+    import re
+
+    assert not re.search(r"\d{2}:\d{2}:\d{2}\.\d+Z", page.get_text())  # no raw ISO time with microseconds

@@ -14,6 +14,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from iteralab.core.errors import UserError
+from iteralab.site.render import moment
 from iteralab.store import reading, records
 from tests import factory
 
@@ -98,10 +99,10 @@ def test_a_run_killed_at_several_points_resumes_with_every_planned_trial_exactly
     site = tmp_path / "site" / "campaigns" / "tiny"
     page = BeautifulSoup((site / "index.html").read_text(encoding="utf-8"), "html.parser")
     rows = page.select("#resumptions tbody tr")
-    assert [row.find_all("td")[1].get_text() for row in rows] == [r["created_at"] for r in resumptions]
+    assert [row.find_all("td")[1].get_text() for row in rows] == [moment(r["created_at"]) for r in resumptions]
     assert "applied again" in page.select_one("#resumptions").get_text()
     trial_page = BeautifulSoup((site / "trials" / f"{interrupted[0]['record_id']}.html").read_text(encoding="utf-8"), "html.parser")
-    assert interrupted[0]["started_at"] in trial_page.select_one("#in-flight").get_text()
+    assert f"started {moment(interrupted[0]['started_at'])}" in trial_page.select_one("#in-flight").get_text()
     later = max(trials, key=lambda t: t["created_at"])
     later_page = BeautifulSoup((site / "trials" / f"{later['record_id']}.html").read_text(encoding="utf-8"), "html.parser")
     assert "the warm-up rule was applied again" in later_page.select_one("#after-resumption").get_text()

@@ -93,6 +93,7 @@ class Report:
     exclusions: tuple = ()  # the campaign's exclusions, each listed for every configuration (CampaignView.exclusion_table)
     unequal: tuple = ()  # expenses that apply to some configurations only (store.expenses.unequal)
     unequal_note: str | None = None  # how the ranking treats them, in words
+    next_step: str = ""  # the answer's first sentence: what to rent, or what to measure next and why
     paid_for: dict = field(default_factory=dict)  # rental id -> labels of the configurations it validly paid for
     unlinked: tuple = ()  # rentals that paid for no configuration: counted in the campaign's spend only
 
@@ -293,7 +294,7 @@ def _answer(question: Question, ranked: list[Row], infeasible: list[Row], rows: 
             corpus_entries: int | None) -> dict:
     """Return the plain-language answer, the index's one-line summary and the rows they name."""
     found = SimpleNamespace(cheapest=None, runner_up=None, gap_money=None, gap_hours=None, tie=None, fastest=None,
-                             summary_line="")
+                             summary_line="", next_step="")
     window = (f"within the {format_hours(question.window_hours)} h access window" if question.window_hours is not None
               else "(no access window stated)")
     workload = question.workload(corpus_entries)
@@ -311,12 +312,11 @@ def _answer(question: Question, ranked: list[Row], infeasible: list[Row], rows: 
             lines.append(_runner_up(found, best, others[0]))
     elif ranked:
         best = ranked[0]
-        lines.append(f"No feasible configuration runs on hardware the catalog prices. {best.label} meets the quality thresholds "
-                     f"and is projected at {span_range(best.hours)} for {workload} {window}, "
-                     f"but its package spend is {best.plan_reason}.")
+        lines.append(f"{best.label} meets the quality thresholds and is projected at {span_range(best.hours)} for {workload} "
+                     f"{window}, but its package spend is {best.plan_reason}.")
         found.summary_line = f"no priced configuration yet; {best.label} feasible ({best.plan_reason})"
     else:
-        lines.append(f"No configuration is feasible: {len(infeasible)} measured, each fails a condition listed below.")
+        lines.append(f"All {len(infeasible)} configuration(s) measured fail a condition listed below.")
         found.summary_line = f"no feasible configuration among {len(rows)}" if rows else "nothing measured yet"
     if ranked:
         # Every feasible configuration has a projection: a successful trial, and a corpus of at least one entry.
@@ -330,7 +330,24 @@ def _answer(question: Question, ranked: list[Row], infeasible: list[Row], rows: 
         lines.append(f"To measure: {names}; a price says nothing about a card's throughput.")
     if question.missing and not question.declared:
         lines.append("The campaign file states no [decision] table, so this answer assumes one corpus and no window.")
-    return {"answer": " ".join(lines), **vars(found)}
+    found.next_step = _next_step(found.cheapest, ranked, to_measure)
+    return {"answer": " ".join([found.next_step, *lines]), **vars(found)}
+
+
+def _next_step(cheapest: Row | None, ranked: list[Row], to_measure: list[dict]) -> str:
+    """Say in one sentence what to rent, or what to measure next and why: the line a reader signs or acts on."""
+    if cheapest is not None:
+        plan = cheapest.plan
+        return (f"Rent {plan.lots} lot{'s' * (plan.lots != 1)} of {plan.card.name}, {plan.package}, for {plan.total} "
+                f"{plan.currency}, and run {cheapest.summary.name} there.")
+    priced = sorted((c for c in to_measure if c["plan"] is not None), key=lambda c: (c["plan"].total, c["card"].slug))
+    why = ("no feasible configuration runs on a card the catalog prices" if ranked
+           else "no configuration measured so far meets every condition")
+    if not priced:
+        return f"Nothing to rent yet: {why}."
+    card, plan = priced[0]["card"], priced[0]["plan"]
+    return (f"Nothing to rent yet: {why}. Measure next on {card.name}, the cheapest card not measured for this window "
+            f"({plan.total} {plan.price.currency} for one lot), then copy that machine's runs/ folder here and build again.")
 
 
 def _runner_up(found: SimpleNamespace, best: Row, runner: Row) -> str:

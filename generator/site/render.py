@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from functools import cache, lru_cache
 from importlib import resources
@@ -44,6 +45,21 @@ def _fmt(value, kind: str, reason: str | None) -> Markup:
 
 # Trial pages repeat the same figures and reasons thousands of times; typed, so True and 1 stay apart.
 _fmt_cached = lru_cache(maxsize=1 << 16, typed=True)(_fmt)
+
+
+def moment(text: str | None) -> str:
+    """Write a record's time for a reader: '2026-12-03 06:24 UTC', or '2026-12-01 09:00 UTC+07:00' as it was given."""
+    if not text:
+        return ""
+    try:
+        when = dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return str(text)  # not a time this reader knows: shown as written
+    if when.tzinfo is None:
+        return f"{when:%Y-%m-%d %H:%M} (no time zone stated)"
+    offset = when.utcoffset()
+    zone = "UTC" if not offset else f"UTC{when:%z}"[:-2] + ":" + f"{when:%z}"[-2:]
+    return f"{when:%Y-%m-%d %H:%M} {zone}"
 
 
 def fmt(value, kind: str = "text", reason: str | None = None) -> Markup:
@@ -116,6 +132,7 @@ def jinja_environment():
     env.globals.update(fmt=fmt, cell=cell, version=iteralab.__version__, schema_links=schema_links,
                        hours=format_hours, span=span, second_period_risk=SECOND_PERIOD_RISK)
     env.filters["tojson_pretty"] = pretty_json
+    env.filters["moment"] = moment
     return env
 
 
