@@ -15,7 +15,7 @@ import iteralab
 from iteralab.core.errors import UserError, write_error
 from iteralab.core.files import write_atomically
 from iteralab.money.catalog import Catalog
-from iteralab.site.render import TEMPLATES, template_files
+from iteralab.site.render import TEMPLATES, moment, template_files
 
 STATE_FILE = ".iteralab-build.json"
 
@@ -25,11 +25,11 @@ def build_stamp(latest: str | None) -> str:
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     if epoch:
         try:
-            moment = dt.datetime.fromtimestamp(int(epoch), dt.UTC)
+            built = dt.datetime.fromtimestamp(int(epoch), dt.UTC)
         except ValueError:
             raise UserError(f"SOURCE_DATE_EPOCH={epoch!r} is not a whole number of seconds") from None
-        return f"built {moment:%Y-%m-%d %H:%M} UTC"
-    return f"records up to {latest}" if latest else "no records yet"
+        return f"built {built:%Y-%m-%d %H:%M} UTC"
+    return f"records up to {moment(latest)}" if latest else "no records yet"
 
 
 class Writer:
