@@ -200,3 +200,28 @@ def test_printed_on_a4_every_column_is_on_paper(site, browser, name):
     for expected in headers + last_cells:
         # Wrapped cells break lines (and may hyphenate), so words are compared without spaces.
         assert unicodedata.normalize("NFKC", "".join(expected.split())).replace("-", "") in squeezed, (name, expected)
+
+
+@pytest.mark.slow
+def test_the_decision_a_reader_signs_is_visible_at_1280_px_without_scrolling_sideways(site, browser, tmp_path):
+    """Part of #21: the answer, the rented card, the planned total and the cost per validated corpus of the cheapest row
+    of a campaign with priced GPU and CPU configurations, all inside the window and their table's visible box."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(page_paths(site)["decision"].as_uri(), wait_until="load")
+    page.screenshot(path=str(tmp_path / "decision-1280.png"), full_page=True)
+    seen = page.evaluate("""() => {
+        const row = document.querySelector('#feasible table.decision tr.cheapest');
+        const box = row.closest('.scroll').getBoundingClientRect();
+        const visible = element => { const r = element.getBoundingClientRect();
+            return r.width > 0 && r.left >= box.left - 1 && r.right <= Math.min(box.right, window.innerWidth) + 1; };
+        const answer = document.querySelector('#answer').getBoundingClientRect();
+        return {answer: answer.width > 0 && answer.right <= window.innerWidth,
+                card: visible(row.querySelector('th[scope=row]')), total: visible(row.querySelector('td.plan strong')),
+                cost: visible(row.querySelector('td.cost-per-corpus')),
+                text: [row.querySelector('th[scope=row]').innerText, row.querySelector('td.plan strong').innerText,
+                       row.querySelector('td.cost-per-corpus').innerText],
+                scrolled: row.closest('.scroll').scrollWidth > row.closest('.scroll').clientWidth};
+    }""")
+    page.close()
+    assert (seen["answer"], seen["card"], seen["total"], seen["cost"], seen["scrolled"]) == (True, True, True, True, False), seen
+    assert "RTX 4090" in seen["text"][0] and seen["text"][1].endswith(" USD")

@@ -299,7 +299,7 @@ def test_site_pages_csv_and_bundle_never_pool_machines(merged, cli, tmp_path):
     separation = page.select_one("#separation").get_text()
     assert "b1 · 1× NVIDIA GeForce RTX 4090" in separation and "b1 · CPU Test CPU" in separation
     decision = BeautifulSoup((base / "decision.html").read_text(encoding="utf-8"), "html.parser")
-    assert [tr["id"] for tr in decision.select("#feasible tbody tr")] == [f"config-{k}" for k in (
+    assert [tr["id"] for tr in decision.select("#feasible table.decision tbody tr")] == [f"config-{k}" for k in (
         report_dict(report_of(merged)[0])["ranked"][0]["configuration"], report_dict(report_of(merged)[0])["ranked"][1]["configuration"])]
     assert decision.select_one("tr.cheapest .badge").get_text() == "cheapest"
     assert [c.get_text() for c in decision.select("#to-measure tbody th")] == ["B200"]
