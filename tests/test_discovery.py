@@ -254,3 +254,18 @@ def test_the_decision_page_reads_as_a_decision(tmp_path, cli):
     import re
 
     assert not re.search(r"\d{2}:\d{2}:\d{2}\.\d+Z", page.get_text())  # no raw ISO time with microseconds
+
+
+def test_the_projected_hours_chart_is_readable_at_any_scale_with_its_data(tmp_path, cli):
+    """Part of #21: bars of 0.04 h on a 0-100 h axis looked empty; a log axis shows minutes and the window together."""
+    from bs4 import BeautifulSoup
+
+    site = _site(tmp_path, cli)
+    page = BeautifulSoup((site / "campaigns" / CAMPAIGN / "decision.html").read_text(encoding="utf-8"), "html.parser")
+    chart = page.select_one("#chart-projected-hours")
+    assert "projected processing hours, min to max (log scale: each step is ten times the last)" in chart.get_text(" ")
+    rows = {tr.th.get_text() if tr.th else tr.td.get_text(): tr.get_text(" ") for tr in chart.select("table tbody tr")}
+    fp32_b8 = next(text for label, text in rows.items() if label.startswith("fp32-b8"))
+    assert "2.4 min to 2.7 min" in fp32_b8  # the data table beside it, in words
+    ticks = [t.get_text() for t in chart.select("svg text")]
+    assert "0.01" in ticks and "100" in ticks  # minutes and the 96 h window on one axis

@@ -64,8 +64,12 @@ def _altair_specs() -> dict:
     spend = alt.Chart(alt.NamedData(DATASET)).mark_bar().encode(
         y=alt.Y("configuration:N", sort=None, title=None), x=alt.X("planned:Q", title="planned package spend (catalog currency)"))
     span = alt.Chart(alt.NamedData(DATASET)).encode(y=alt.Y("configuration:N", sort=None, title=None))
+    # A log axis: minutes of work and a 96 h window both show (on a linear axis the bars were invisible slivers).
+    axis = alt.X("low_hours:Q", title="projected processing hours, min to max (log scale: each step is ten times the last)",
+                 scale=alt.Scale(type="log"))
     hours = alt.layer(
-        span.mark_bar(height=10).encode(x=alt.X("low_hours:Q", title="projected processing hours (min to max)"), x2="high_hours:Q"),
+        span.mark_bar(height=10).encode(x=axis, x2="high_hours:Q"),
+        span.mark_tick(thickness=2, size=14).encode(x="high_hours:Q"),  # equal min and max still show
         span.mark_tick(color="#a4161a", thickness=2, size=22, aria=False).encode(x="limit_hours:Q"))
     return {"durations": _spec(alt.layer(points, medians).properties(width=WIDTH)),
             "spend": _spec(spend.properties(width=WIDTH)), "hours": _spec(hours.properties(width=WIDTH)),

@@ -10,6 +10,7 @@ from pathlib import Path
 from markupsafe import Markup
 
 from iteralab.core.errors import CampaignFailed, within_campaign
+from iteralab.decision.plan import span_range
 from iteralab.decision.report import Report, decide
 from iteralab.money.catalog import Catalog, gb_to_gib
 from iteralab.money.sizing import weights_bytes
@@ -179,13 +180,14 @@ def decision_charts(report: Report, chart_cache: Path) -> list[dict]:
                              "The cheapest catalog package × lots covering the access window and the projected hours. "
                              "Configurations on hardware the catalog does not price have no bar.", spend_rows, chart_cache))
     limit = report.question.limit_hours
-    hour_rows = [{"configuration": row.label, "low_hours": round(row.hours[0], 4), "high_hours": round(row.hours[2], 4),
-                  "lots": row.lots, "limit_hours": None if limit is None else float(limit)}
+    hour_rows = [{"configuration": row.label, "projected": span_range(row.hours), "low_hours": round(row.hours[0], 6),
+                  "high_hours": round(row.hours[2], 6), "lots": row.lots, "limit_hours": None if limit is None else float(limit)}
                  for row in report.rows if row.hours]
     if hour_rows:
         marked = ("the red tick marks the hours available (the window, or the deadline when it comes first)" if limit is not None
                   else "no window or deadline was stated, so nothing is marked")
         blocks.append(_chart(charts.hours_chart, "projected-hours", "Projected processing hours against the window",
                              "A projection, not a measurement: from the fastest to the slowest repetition, for the declared "
-                             f"workload on the planned lots; {marked}.", hour_rows, chart_cache))
+                             f"workload on the planned lots, on a log axis so that minutes and the window's hours both "
+                             f"show; {marked}.", hour_rows, chart_cache))
     return blocks
