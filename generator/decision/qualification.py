@@ -20,8 +20,8 @@ from iteralab.store.views import campaign_views
 
 CRITERIA = ("workload_covered", "compatibility", "memory_per_gpu", "quality", "distribution_and_server", "budget_and_schedule")
 STATUSES = ("acceptable", "to-confirm", "exclude")
-TOP_KEYS = {"candidate", "campaign", "variant", "configuration", "gpu", "lots", "days", "window_start", "window_end", "budget",
-            "criteria"}
+TOP_KEYS = {"candidate", "campaign", "variant", "configuration", "gpu", "lots", "days", "periods", "window_start", "window_end",
+            "budget", "criteria"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ class Sheet:
     criteria: tuple[Criterion, ...] = ()
     configuration: str | None = None  # the label of the configuration whose trials the derived criteria read
     currency: str | None = None  # the catalog's, for the total
+    periods: int = 1  # consecutive packages of DAYS, each bought explicitly
 
     @property
     def outcome(self) -> str:
@@ -81,6 +82,9 @@ def _read(path: Path) -> dict:
             raise UserError(f"{path}: {key} is required ({'text' if kind is str else 'a whole number'})")
     if data["lots"] < 1:
         raise UserError(f"{path}: lots must be at least 1")
+    periods = data.setdefault("periods", 1)
+    if isinstance(periods, bool) or not isinstance(periods, int) or periods < 1:
+        raise UserError(f"{path}: periods must be a whole number of at least 1: consecutive packages, bought explicitly")
     for key in ("window_start", "window_end"):
         if key in data and not isinstance(data[key], str):
             raise UserError(f"{path}: {key} must be a date-time in quotes, e.g. \"2026-09-28T09:00\"")
@@ -180,16 +184,21 @@ def derive_budget(data: dict, catalog: Catalog, source: str) -> tuple[Criterion,
     if row is None:
         return Criterion("budget_and_schedule", "exclude", f"catalog {catalog.version}",
                          f"no {data['days']}-day package for {card.name}; listed: {catalog.options(card.slug)}", True), None, None
-    total = lots_price(row.price_per_lot, data["lots"])
-    document = f"catalog {catalog.version}: {row.price_per_lot} {row.currency} per lot x {data['lots']} = {total} {row.currency}"
+    periods = data.get("periods", 1)
+    # Consecutive periods are each a package bought again (never an extension): lot price × lots × periods.
+    total = lots_price(row.price_per_lot, data["lots"] * periods)
+    bought = f"{data['lots']}" if periods == 1 else f"{data['lots']} x {periods} consecutive periods"
+    document = f"catalog {catalog.version}: {row.price_per_lot} {row.currency} per lot x {bought} = {total} {row.currency}"
     if not data.get("window_start") or not data.get("window_end"):
         return Criterion("budget_and_schedule", "to-confirm", document,
                          "no window stated: give window_start and window_end to check the schedule", True), total, None
     hours = elapsed_hours(parse_time(data["window_start"], None, "window_start"), parse_time(data["window_end"], None, "window_end"))
-    spare = Decimal(data["days"] * 24) - hours
+    covered = data["days"] * 24 * periods
+    spare = Decimal(covered) - hours
     if spare < 0:
         return Criterion("budget_and_schedule", "exclude", document,
-                         f"the window is {format_hours(hours)} h, longer than the {data['days'] * 24} h package (no automatic extension)", True), total, spare
+                         f"the window is {format_hours(hours)} h, longer than the {covered} h bought (no automatic extension; "
+                         "add consecutive periods with periods = N)", True), total, spare
     if data.get("budget") is not None:
         try:
             budget = Decimal(str(data["budget"]))
@@ -197,8 +206,9 @@ def derive_budget(data: dict, catalog: Catalog, source: str) -> tuple[Criterion,
             raise UserError(f"{source}: budget {data['budget']!r} is not an amount") from None
         if total > budget:
             return Criterion("budget_and_schedule", "exclude", document, f"{total} exceeds the budget {budget}", True), total, spare
+    within = f"{covered} h" if periods == 1 else f"{periods} consecutive {data['days']}-day periods ({covered} h), bought explicitly"
     return Criterion("budget_and_schedule", "acceptable", document,
-                     f"{format_hours(hours)} h window within {data['days'] * 24} h ({format_hours(spare)} h spare)", True), total, spare
+                     f"{format_hours(hours)} h window within {within} ({format_hours(spare)} h spare)", True), total, spare
 
 
 def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog, views: dict | None = None) -> Sheet:
@@ -230,7 +240,8 @@ def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog, views: dict | No
             criterion = Criterion(name, entry["status"], entry.get("document"), entry.get("note", ""))
         criteria.append(criterion)
     return Sheet(str(path), data["candidate"], data["campaign"], data["variant"], card.slug, data["lots"], data["days"],
-                 total, margin, spare, tuple(criteria), configuration=label, currency=priced.currency if priced else None)
+                 total, margin, spare, tuple(criteria), configuration=label, currency=priced.currency if priced else None,
+                 periods=data["periods"])
 
 
 def qualify(folder: Path | str, loaded: Loaded, catalog: Catalog, problems: list[str] | None = None) -> list[Sheet]:
@@ -281,7 +292,8 @@ def describe_sheets(sheets: list[Sheet]) -> str:
     lines = []
     for rank_, sheet in enumerate(sheets, start=1):
         total = f"{sheet.total} {sheet.currency}" if sheet.total is not None else "not priced"
-        lines.append(f"{rank_}. {sheet.candidate}: {sheet.outcome.upper()} ({sheet.lots} lot(s) {sheet.gpu} x {sheet.days} days, "
+        days = f"{sheet.days} days" if sheet.periods == 1 else f"{sheet.periods} consecutive {sheet.days}-day periods"
+        lines.append(f"{rank_}. {sheet.candidate}: {sheet.outcome.upper()} ({sheet.lots} lot(s) {sheet.gpu} x {days}, "
                      f"{total}, variant {sheet.variant} of {sheet.campaign})")
         for criterion in sheet.criteria:
             origin = "override: " + criterion.override_reason if criterion.override_reason else ("derived" if criterion.derived else "entered")
@@ -292,5 +304,5 @@ def describe_sheets(sheets: list[Sheet]) -> str:
 def sheets_data(sheets: list[Sheet]) -> dict:
     """Return the ranked sheets as plain data, amounts as decimal strings."""
     return {"sheets": [{"candidate": s.candidate, "outcome": s.outcome, "source": s.source, "gpu": s.gpu, "lots": s.lots,
-                        "configuration": s.configuration, "days": s.days, "total": None if s.total is None else str(s.total),
+                        "configuration": s.configuration, "days": s.days, "periods": s.periods, "total": None if s.total is None else str(s.total),
                         "open_conditions": s.open_conditions, "criteria": [vars(c) for c in s.criteria]} for s in sheets]}
