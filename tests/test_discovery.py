@@ -25,6 +25,16 @@ def test_runs_lists_the_run_ids_rental_add_takes(cli):
     assert text.startswith(f"{RUN}: started 2026-12-03T06:24:12") and "20 of 20 planned trials recorded (20 ok)" in text
 
 
+def test_the_campaign_pages_evidence_list_names_the_run_id(tmp_path, cli):
+    """Part of #21: the README sent readers to the Evidence list for a run id it did not show."""
+    from bs4 import BeautifulSoup
+
+    site = _site(tmp_path, cli)
+    page = BeautifulSoup((site / "campaigns" / CAMPAIGN / "index.html").read_text(encoding="utf-8"), "html.parser")
+    item = next(li for li in page.find_all("li") if li.get_text().startswith("Run "))
+    assert item.get_text().startswith(f"Run {RUN} (the id rental add --run takes): manifest ")
+
+
 def test_trials_lists_the_ids_deliver_and_exclude_take(cli):
     code, out, _ = cli("trials", CAMPAIGN, "--runs", FIXTURE, "--json")
     every = json.loads(out)["trials"]
