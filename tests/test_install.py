@@ -78,7 +78,7 @@ def test_the_wheel_installs_and_builds_bundles_and_verifies_a_real_run_outside_t
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.split()[0]).is_relative_to(venv) and where.stdout.split()[1] == "None"
     assert sorted(path.name for path in (work / "qualification").glob("*.toml")) == ["demo-rtx-4090.toml", "demo-rtx-6000-ada.toml"]
-    assert "RTX 4090, 1 lot, 3 days" in iteralab("qualify", "qualification", "--runs", "runs")
+    assert "RTX 4090, 1 lot, 2 consecutive 3-day periods" in iteralab("qualify", "qualification", "--runs", "runs")
     assert "0 problems" in iteralab("check", "runs")
     assert "Site:" in iteralab("build", "--runs", "runs", "--out", "site")
     for page in ("index.html", "catalog.html", "campaigns/tiny/index.html", "campaigns/tiny/decision.html", "assets/style.css"):

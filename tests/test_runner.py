@@ -362,3 +362,11 @@ def test_a_missing_corpus_names_its_full_path_and_the_rule(tiny_campaign, tmp_pa
     code, _, err = cli("run", campaign, "--runs", tmp_path / "runs", "--dry-run")
     assert code == 1 and "does not exist (a campaign file's paths are relative to its folder)" in err, err
     assert f"iteralab run: error: corpus file {tmp_path.resolve()}/finall" in err  # the full path, not "finall..."
+
+
+def test_an_empty_variants_list_is_named_with_its_key(tiny_campaign, tmp_path, cli):
+    campaign = tiny_campaign()
+    text = campaign.read_text()
+    campaign.write_text("variants = []\n" + text[:text.index("[[variants]]")], encoding="utf-8")  # a top-level key
+    code, _, err = cli("run", campaign, "--runs", tmp_path / "runs", "--dry-run")
+    assert code == 1 and "[campaign file] variants: declare at least one [[variants]] table" in err, err

@@ -234,6 +234,8 @@ def _budget(table: Table) -> str | None:
 
 def _buckets(table: Table) -> list[dict]:
     raw = table.get("buckets", dict)
+    if raw is None:
+        raise Invalid  # noted: not a table
     buckets, previous = [], 0
     for index, (name, limit) in enumerate(raw.items()):
         last = index == len(raw) - 1
@@ -251,6 +253,8 @@ def _buckets(table: Table) -> list[dict]:
 
 def _thresholds(table: Table) -> dict:
     raw = table.get("thresholds", dict, default={})
+    if raw is None:
+        raise Invalid  # noted: not a table
     for metric, value in raw.items():
         if metric not in THRESHOLD_METRICS:
             table.fail(f"thresholds.{metric}", f"unknown metric; use {', '.join(THRESHOLD_METRICS)}")
@@ -278,7 +282,7 @@ def _variants(raw: list | None, source: Path, errors: list[str]) -> tuple[Varian
     if raw is None:
         return ()  # noted already: [[variants]] is missing or not a list of tables
     if not raw:
-        errors.append("declare at least one [[variants]] table")
+        errors.append("[campaign file] variants: declare at least one [[variants]] table")
         return ()
     variants, names = [], set()
     for index, data in enumerate(raw, start=1):
