@@ -108,9 +108,8 @@ def test_a_run_killed_at_several_points_resumes_with_every_planned_trial_exactly
     assert "the warm-up rule was applied again" in later_page.select_one("#after-resumption").get_text()
 
 
-def _unfinished_copy(runs, **changes) -> dict:
-    """Append a copy of the run's manifest as a new run with no trial yet (a run whose process died before its first)."""
-    (manifest,) = [m for m in kinds(runs, "manifest") if "rental" not in m][:1]
+def _unfinished_copy(runs, manifest, **changes) -> dict:
+    """Append a copy of MANIFEST as a new run with no trial yet (a run whose process died before its first)."""
     copy = records.make_record("manifest", campaign=manifest["campaign"], run_id=records.new_run_id(),
                                **{k: v for k, v in manifest.items() if k not in ("record_id", "run_id", "created_at",
                                                                                    "schema_version", "kind", "campaign")})
@@ -125,10 +124,11 @@ def test_resume_is_refused_on_another_configuration_a_changed_protocol_or_varian
     runs = tmp_path / "runs"
     campaign = tiny_campaign(repetitions=1, batch_sizes=(1, 4))
     assert cli("run", campaign, "--runs", runs, "--quiet")[0] == 0
+    (real,) = kinds(runs, "manifest")  # this machine's run: every copy below is made from it, whatever the file order
     code, _, err = cli("run", campaign, "--runs", runs, "--resume")
     assert code == 1 and "nothing to resume" in err
     # A run from an RTX 4090 machine, merged here, died before its first trial: not resumable on this CPU.
-    gpu_run = _unfinished_copy(runs, environment=RTX_4090)
+    gpu_run = _unfinished_copy(runs, real, environment=RTX_4090)
     before = len(reading.load(runs).records)
     code, _, err = cli("run", campaign, "--runs", runs, "--resume")
     assert code == 1 and f"cannot resume run {gpu_run['run_id']} on this machine: " in err
@@ -137,13 +137,13 @@ def test_resume_is_refused_on_another_configuration_a_changed_protocol_or_varian
     assert code == 1 and "cannot resume" in err
     assert len(reading.load(runs).records) == before
     # The same machine's unfinished run continues; with a changed protocol it is refused first.
-    same = _unfinished_copy(runs)
+    same = _unfinished_copy(runs, real)
     changed = tiny_campaign(repetitions=2, batch_sizes=(1, 4))  # the same file, rewritten with another protocol
     code, _, err = cli("run", changed, "--runs", runs, "--resume")
     assert code == 1 and f"cannot resume run {same['run_id']}: it ran under protocol {same['protocol_fingerprint'][:12]}" in err
     campaign = tiny_campaign(repetitions=1, batch_sizes=(1, 4))  # restored as it was
-    code, out, _ = cli("run", campaign, "--runs", runs, "--resume", "--dry-run")
-    assert code == 0 and f"--resume would continue run {same['run_id']}: 0 finished (kept), 0 in flight" in out
+    code, out, err = cli("run", campaign, "--runs", runs, "--resume", "--dry-run")
+    assert code == 0 and f"--resume would continue run {same['run_id']}: 0 finished (kept), 0 in flight" in out, err
     code, out, err = cli("run", campaign, "--runs", runs, "--resume", "--quiet", "--json")
     assert code == 0, err
     result = json.loads(out)
@@ -151,7 +151,7 @@ def test_resume_is_refused_on_another_configuration_a_changed_protocol_or_varian
     ran = [t for t in kinds(runs, "trial") if t["run_id"] == same["run_id"]]
     assert sorted(t["sequence"] for t in ran) == [1, 2] and all(t["status"] == "ok" for t in ran)
     # A variant whose settings changed under the same protocol fingerprint is refused too.
-    _unfinished_copy(runs, variants={**same["variants"], "b4": {**same["variants"]["b4"], "batch_size": 5}})
+    _unfinished_copy(runs, real, variants={**same["variants"], "b4": {**same["variants"]["b4"], "batch_size": 5}})
     code, _, err = cli("run", campaign, "--runs", runs, "--resume")
     assert code == 1 and "variant(s) b4 differ from the run's manifest" in err
 
