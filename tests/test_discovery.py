@@ -279,3 +279,18 @@ def test_the_projected_hours_chart_is_readable_at_any_scale_with_its_data(tmp_pa
     assert "2.4 min to 2.7 min" in fp32_b8  # the data table beside it, in words
     ticks = [t.get_text() for t in chart.select("svg text")]
     assert "0.01" in ticks and "100" in ticks  # minutes and the 96 h window on one axis
+
+
+def test_the_bundles_cost_rows_tell_the_same_story(tmp_path, cli):
+    """Part of #21: the FOCUS rows say which configurations a rental paid for, or that it paid for none."""
+    import csv
+    import io
+    import zipfile
+
+    assert cli("bundle", CAMPAIGN, "--runs", FIXTURE, "-o", tmp_path / "b.zip")[0] == 0
+    with zipfile.ZipFile(tmp_path / "b.zip") as bundle:
+        name = next(n for n in bundle.namelist() if n.endswith("costs.focus.csv"))
+        rows = list(csv.DictReader(io.StringIO(bundle.read(name).decode("utf-8"))))
+    (rental,) = [row for row in rows if row["ChargeCategory"] == "Purchase"]
+    assert rental["x_Configuration"] == ""
+    assert rental["ChargeDescription"].endswith("; linked to no configuration: the campaign's spend only")

@@ -28,17 +28,16 @@ def _period(start: dt.datetime, days: int) -> tuple[str, str]:
 
 def focus_rows(view, report) -> list[dict]:
     """Return one FOCUS row per rental (a package: Purchase, One-Time) and per expense (Usage, One-Time)."""
-    paid_for: dict[str, list[str]] = {}
-    for row in report.rows:
-        for rental in row.observed_rentals:
-            paid_for.setdefault(rental["record_id"], []).append(row.label)
+    paid_for = report.paid_for  # the same story as the pages: the configurations each rental validly paid for
     rows = []
     for rental in view.rentals:
         start, end = _period(_utc(rental["start"], rental["created_at"]), rental["days"])
         rows.append({"BilledCost": rental["total"], "BillingCurrency": rental["currency"], "ChargeCategory": "Purchase",
                      "ChargeFrequency": "One-Time", "ChargePeriodStart": start, "ChargePeriodEnd": end,
                      "ChargeDescription": f"{rental['lots']} lot(s) {rental['gpu']} for {rental['days']} days at "
-                                          f"{rental['price_per_lot']} {rental['currency']} per lot (catalog {rental['catalog_version']})",
+                                          f"{rental['price_per_lot']} {rental['currency']} per lot (catalog {rental['catalog_version']})"
+                                          + ("" if rental["record_id"] in paid_for else
+                                             "; linked to no configuration: the campaign's spend only"),
                      "x_RecordId": rental["record_id"], "x_Configuration": "; ".join(paid_for.get(rental["record_id"], [])),
                      "x_Justification": rental.get("note") or ""})
     every = "; ".join(row.label for row in report.rows)
