@@ -200,3 +200,18 @@ def test_decide_on_the_demo_prices_cards_to_measure_in_explicit_periods_beside_t
     code, text, _ = cli("decide", CAMPAIGN, "--runs", FIXTURE)
     assert "RTX 4090: 94.28 USD for one lot in 2 consecutive 3-day periods, bought explicitly; no automatic extension " \
            "(one 7-day package: 110.00 USD, no second setup)" in text
+
+
+def test_expense_add_refuses_a_receipt_a_rental_or_expense_already_holds(runs, cli, tmp_path):
+    """The rental's receipt given again as an expense would count one payment twice."""
+    copy = tmp_path / "again.pdf"
+    shutil.copy(RECEIPT, copy)
+    before = snapshot(runs)
+    code, _, err = cli("expense", "add", "--campaign", CAMPAIGN, "--amount", "5", "--currency", "USD", "--justification",
+                       "storage", "--all-configurations", "--receipt", copy, "--runs", runs)
+    assert code == 1 and f"is already recorded for {CAMPAIGN} by rental {RENTAL}; one receipt is one cost" in err
+    assert snapshot(runs) == before
+    assert cli("void", RENTAL, "--reason", "refunded", "--runs", runs)[0] == 0
+    code, _, err = cli("expense", "add", "--campaign", CAMPAIGN, "--amount", "5", "--currency", "USD", "--justification",
+                       "storage", "--all-configurations", "--receipt", copy, "--runs", runs)
+    assert code == 0, err

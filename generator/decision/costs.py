@@ -8,6 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from iteralab.core.errors import UserError
+from iteralab.core.files import sha256_file
 from iteralab.decision.exclusions import campaign_view
 from iteralab.decision.rentals import campaign_records, kept_copy
 from iteralab.money.catalog import money
@@ -33,6 +34,18 @@ def _day(text: str | None) -> str:
         raise UserError(f"--date {text!r} is not a day such as 2026-09-28") from None
 
 
+def _refuse_repeated_receipt(view, receipt: Path | None, campaign: str) -> None:
+    """Refuse a receipt a counted rental or expense of the campaign already holds: one paid amount, counted once."""
+    if receipt is None or not Path(receipt).is_file():
+        return  # kept_copy says what is wrong with a missing file
+    digest = sha256_file(Path(receipt))
+    earlier = next((r for r in (*view.rentals, *view.expenses) if r["receipt"] and r["receipt"]["sha256"] == digest), None)
+    if earlier is not None:
+        raise UserError(f"receipt {receipt} (sha256 {digest[:12]}…) is already recorded for {campaign} by {earlier['kind']} "
+                        f"{earlier['record_id']}; one receipt is one cost. If that record is wrong, iteralab void "
+                        f"{earlier['record_id']} --reason '...' first; nothing was recorded")
+
+
 def add_expense(*, runs_dir: Path | str, campaign: str, amount: str, currency: str, justification: str,
                 configurations: tuple | list = (), all_configurations: bool = False, receipt: Path | None = None,
                 date: str | None = None) -> dict:
@@ -55,6 +68,7 @@ def add_expense(*, runs_dir: Path | str, campaign: str, amount: str, currency: s
     justification = " ".join(str(justification).split())
     if not justification or len(justification) > 2000:
         raise UserError("--justification must say why this cost really applies, in under 2,000 characters")
+    _refuse_repeated_receipt(view, receipt, campaign)
     with kept_copy(runs_dir, campaign, receipt) as copied:
         record = records.make_record(
             "expense", campaign=campaign, run_id=records.new_id("run-expense"), amount=_amount(amount), currency=currency,
