@@ -186,11 +186,14 @@ def test_printed_on_a4_every_column_is_on_paper(site, browser, name):
 
     page = browser.new_page()
     page.goto(page_paths(site)[name].as_uri(), wait_until="load")
-    headers = page.evaluate("[...document.querySelectorAll('table.variants thead th, table.decision thead th')]"
-                            ".map(th => th.innerText)")
+    # The disclosure's table too (#21): closed on screen, on paper all the same. textContent: innerText is empty while
+    # a closed disclosure hides it on screen.
+    wide = "table.variants, table.decision, table.decision-details"
+    headers = page.evaluate(f"[...document.querySelectorAll('{wide.replace(',', ' thead th,')} thead th')]"
+                            ".map(th => th.textContent.trim())")
     # Text at the far right edge of each wide table: its last column's cells.
-    last_cells = page.evaluate("[...document.querySelectorAll('table.variants tbody tr, table.decision tbody tr')]"
-                               ".map(tr => tr.lastElementChild.innerText)")
+    last_cells = page.evaluate(f"[...document.querySelectorAll('{wide.replace(',', ' tbody tr,')} tbody tr')]"
+                               ".map(tr => tr.lastElementChild.textContent.trim())")
     pdf = page.pdf(format="A4", print_background=False)
     page.close()
     text = " ".join(" ".join(page.extract_text().split()) for page in PdfReader(io.BytesIO(pdf)).pages)
