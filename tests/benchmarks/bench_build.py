@@ -1,7 +1,9 @@
 """Site build: full build and no-change rebuild on synthetic campaigns, with peak memory.
 
-Run: .venv/bin/python -m tests.benchmarks.bench_build [--sizes 10x100 100x100]
-Each size is CAMPAIGNSxTRIALS_PER_CAMPAIGN; records are written with the real record store.
+Run: .venv/bin/python -m tests.benchmarks.bench_build [--sizes 10x100 100x100] [--real runs]
+Each size is CAMPAIGNSxTRIALS_PER_CAMPAIGN; records are written with the real record store. With --real RUNS, every
+campaign is instead a copy of the first run found in RUNS (real records and prediction files, e.g. after make demo) with
+fresh ids, its trials repeated with fresh ids up to TRIALS_PER_CAMPAIGN.
 Durations and accuracies are drawn per campaign, so every campaign has charts of its own (none cached),
 and every trial has its own prediction file of 100 entries, which the site copies and bundles.
 Reports seconds, trials per second, the no-change rebuild as a ratio of the full build, and a full build
@@ -50,23 +52,63 @@ def make_runs(folder: Path, campaigns: int, trials: int) -> None:
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def copy_real_runs(folder: Path, campaigns: int, trials: int, source: Path) -> None:
+    """Write CAMPAIGNS copies of SOURCE's first run: same figures and prediction files, fresh campaign, run and record ids."""
+    import json
+    import shutil
+
+    from iteralab.store import reading, records
+
+    loaded = reading.load(source)
+    manifest = loaded.of_kind("manifest")[0]
+    real = [t for t in loaded.of_kind("trial") if t["manifest_id"] == manifest["record_id"]]
+    if not real:
+        raise SystemExit(f"{source}: its first run has no trial to copy; run make demo first")
+    for index in range(campaigns):
+        name, run_id = f"real{index:04d}", f"run-real-{index:04d}"
+        copy = {**manifest, "campaign": name, "run_id": run_id, "record_id": records.new_id("manifest")}
+        lines = [json.dumps(copy, sort_keys=True)]
+        for number in range(trials):
+            trial = dict(real[number % len(real)])
+            trial.update(campaign=name, run_id=run_id, manifest_id=copy["record_id"], record_id=records.new_id("trial"),
+                         sequence=number + 1, repetition=number // len(real) + 1)
+            if trial.get("predictions"):
+                relative = f"{name}/predictions/{trial['record_id']}.csv"
+                (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source / trial["predictions"]["path"], folder / relative)
+                trial["predictions"] = {**trial["predictions"], "path": relative}
+            lines.append(json.dumps(trial, sort_keys=True))
+        path = records.records_file(folder, name, run_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        corpus = source / manifest["corpus"]["path"]
+        if corpus.is_file():
+            (folder / name / "inputs").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(corpus, folder / name / "inputs" / corpus.name)
+
+
 def main() -> None:
     from iteralab.site.build import build_site
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["10x100", "100x100"])
+    parser.add_argument("--real", type=Path, metavar="RUNS", help="copy the first run of this runs folder, not synthetic records")
     options = parser.parse_args()
     if len(options.sizes) > 1:
         # One process per size: a build that drew charts in this process (small ones render alone) leaves
         # vl-convert's threads running, and a threaded process is never forked, so later sizes would run on one core.
         for size in options.sizes:
-            subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_build", "--sizes", size], check=True)
+            real = ["--real", str(options.real)] if options.real else []
+            subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_build", "--sizes", size, *real], check=True)
         return
     for size in options.sizes:
         campaigns, trials = map(int, size.split("x"))
         with tempfile.TemporaryDirectory() as folder:
             root = Path(folder)
-            make_runs(root / "runs", campaigns, trials)
+            if options.real:
+                copy_real_runs(root / "runs", campaigns, trials, options.real)
+            else:
+                make_runs(root / "runs", campaigns, trials)
             start = time.perf_counter()
             first = build_site(runs=root / "runs", out=root / "site", chart_cache=root / "charts")
             full = time.perf_counter() - start
@@ -81,7 +123,8 @@ def main() -> None:
         total = campaigns * trials
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(f"{campaigns} campaigns x {trials} trials = {total} trials on {processes} process(es): "
+        kind = f"real records from {options.real}" if options.real else "synthetic records"
+        print(f"{kind}: {campaigns} campaigns x {trials} trials = {total} trials on {processes} process(es): "
               f"full build {full:.1f} s ({total / full:.0f} trials/s), no-change rebuild {again:.2f} s "
               f"({again / full:.3f} of the full build), full build into an empty folder with every chart already "
               f"in the chart cache {cached_charts:.1f} s; peak RSS {peak:.0f} MiB"
