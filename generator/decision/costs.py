@@ -8,9 +8,8 @@ from decimal import Decimal
 from pathlib import Path
 
 from iteralab.core.errors import UserError
-from iteralab.core.files import sha256_file
 from iteralab.decision.exclusions import campaign_view
-from iteralab.decision.rentals import campaign_records, kept_copy
+from iteralab.decision.rentals import campaign_records, kept_copy, receipt_holder
 from iteralab.money.catalog import money
 from iteralab.store import records
 
@@ -38,8 +37,7 @@ def _refuse_repeated_receipt(view, receipt: Path | None, campaign: str) -> None:
     """Refuse a receipt a counted rental or expense of the campaign already holds: one paid amount, counted once."""
     if receipt is None or not Path(receipt).is_file():
         return  # kept_copy says what is wrong with a missing file
-    digest = sha256_file(Path(receipt))
-    earlier = next((r for r in (*view.rentals, *view.expenses) if r["receipt"] and r["receipt"]["sha256"] == digest), None)
+    digest, earlier = receipt_holder((*view.rentals, *view.expenses), Path(receipt))
     if earlier is not None:
         raise UserError(f"receipt {receipt} (sha256 {digest[:12]}…) is already recorded for {campaign} by {earlier['kind']} "
                         f"{earlier['record_id']}; one receipt is one cost. If that record is wrong, iteralab void "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import difflib
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -15,6 +14,7 @@ from iteralab.decision.rental_checks import check_rentals
 from iteralab.money.catalog import load_catalog, quote
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
 from iteralab.store import reading, records
+from iteralab.store.listing import campaign_names, did_you_mean
 from iteralab.store.views import campaign_views
 
 MAX_RECEIPT_BYTES = 50 * 2**20  # receipts are PDFs or photos; anything larger is probably the wrong file
@@ -100,13 +100,12 @@ def add_rental(*, runs_dir: Path | str, campaign: str, gpu: str, lots: int, days
 
 def _known_campaign(runs_dir: Path, campaign: str, new_campaign: bool) -> list[dict]:
     """Return the campaign's records; refuse an unknown name (a typo would start a campaign of its own) unless it is new."""
-    loaded = reading.load(runs_dir) if runs_dir.is_dir() else None
-    mine = loaded.of_campaign(campaign) if loaded else []
+    folder = runs_dir / campaign
+    mine = reading.load(folder).of_campaign(campaign) if folder.is_dir() else []
     if mine or new_campaign:
         return mine
-    known = sorted({r["campaign"] for r in loaded.records}) if loaded else []
-    close = difflib.get_close_matches(campaign, known, n=3, cutoff=0.6)
-    hint = (f"did you mean {' or '.join(close)}? " if close else "") + (f"campaigns there: {', '.join(known)}; " if known else "")
+    known = campaign_names(runs_dir)
+    hint = did_you_mean(campaign, known) + (f"campaigns there: {', '.join(known)}; " if known else "")
     raise UserError(f"campaign {campaign} has no records in {runs_dir}: {hint}for a rental bought before the campaign's "
                     "first run, add --new-campaign")
 
@@ -138,15 +137,19 @@ def _refuse_repeated_receipt(mine: list[dict], receipt: Path, campaign: str) -> 
     """Refuse a receipt already recorded for the campaign's rentals (same sha256): the spend would count twice."""
     if not receipt.is_file():
         return  # kept_copy says what is wrong with it
+    voided = reading.voided_ids(mine)
+    digest, earlier = receipt_holder((r for r in mine if r["kind"] == "rental" and r["record_id"] not in voided), receipt)
+    if earlier is not None:
+        raise UserError(f"receipt {receipt} (sha256 {digest[:12]}…) is already recorded for {campaign} by rental "
+                        f"{earlier['record_id']} ({earlier['total']} {earlier['currency']} from {earlier['start']}); "
+                        f"one receipt is one rental. If that rental is wrong, iteralab void {earlier['record_id']} "
+                        "--reason '...' first; nothing was recorded")
+
+
+def receipt_holder(counted, receipt: Path) -> tuple[str, dict | None]:
+    """Return RECEIPT's sha256 and the first of COUNTED (rentals or expenses that count) that holds the same file."""
     digest = sha256_file(receipt)
-    voided = {r["voided_id"] for r in mine if r["kind"] == "withdrawal" and "voided_id" in r}
-    for earlier in mine:
-        if (earlier["kind"] == "rental" and earlier["record_id"] not in voided and earlier["receipt"]
-                and earlier["receipt"]["sha256"] == digest):
-            raise UserError(f"receipt {receipt} (sha256 {digest[:12]}…) is already recorded for {campaign} by rental "
-                            f"{earlier['record_id']} ({earlier['total']} {earlier['currency']} from {earlier['start']}); "
-                            f"one receipt is one rental. If that rental is wrong, iteralab void {earlier['record_id']} "
-                            "--reason '...' first; nothing was recorded")
+    return digest, next((r for r in counted if r["receipt"] and r["receipt"]["sha256"] == digest), None)
 
 
 def _check_runs(runs_dir: Path, campaign: str, paid_runs: list[str], price, begin, finish) -> None:
@@ -193,7 +196,7 @@ def deliver(*, runs_dir: Path | str, campaign: str, trial_id: str, name: str | N
     if manifest is None:
         raise UserError(f"the manifest {trial['manifest_id']} of trial {trial_id} is missing; run iteralab check")
     fingerprint = manifest["corpus"]["fingerprint"]
-    voided = {r["voided_id"] for r in mine if r["kind"] == "withdrawal" and "voided_id" in r}
+    voided = reading.voided_ids(mine)
     for earlier in (r for r in mine if r["kind"] == "deliverable" and r["record_id"] not in voided):
         if earlier["corpus_fingerprint"] == fingerprint:
             raise UserError(f"the corpus {fingerprint[:19]}… was already delivered for {campaign} "

@@ -6,21 +6,35 @@ import difflib
 from pathlib import Path
 
 from iteralab.core.errors import UserError
-from iteralab.store import reading
+from iteralab.store import reading, records
 from iteralab.store.views import CampaignView, campaign_views
 
 
+def campaign_names(runs_dir: Path | str) -> list[str]:
+    """Name the campaigns a runs folder holds records for, from its folders, without reading a record."""
+    runs_dir = Path(runs_dir)
+    return sorted({path.relative_to(runs_dir).parts[0] for path in reading.record_files(runs_dir)}) if runs_dir.is_dir() else []
+
+
+def did_you_mean(name: str, known: list[str]) -> str:
+    """Return 'did you mean X or Y? ' for the known names closest to a mistyped NAME, or nothing."""
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(close)}? " if close else ""
+
+
 def campaign_view_of(runs_dir: Path | str, campaign: str) -> CampaignView:
-    """Return CAMPAIGN's view from the runs folder, or say which campaigns it holds."""
+    """Return CAMPAIGN's view, read from its own folder only, or say which campaigns the runs folder holds."""
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise UserError(f"{runs_dir} is not a folder: pass the runs folder with --runs")
-    views = {view.name: view for view in campaign_views(reading.load(runs_dir))}
-    if campaign not in views:
-        close = difflib.get_close_matches(campaign, list(views), n=3, cutoff=0.6)
-        hint = f"did you mean {' or '.join(close)}? " if close else ""
-        raise UserError(f"campaign {campaign} has no records in {runs_dir}: {hint}campaigns there: {', '.join(views) or 'none'}")
-    return views[campaign]
+    records.check_name(campaign, "campaign")
+    folder = runs_dir / campaign
+    views = [view for view in campaign_views(reading.load(folder)) if view.name == campaign] if folder.is_dir() else []
+    if not views:
+        known = campaign_names(runs_dir)
+        raise UserError(f"campaign {campaign} has no records in {runs_dir}: {did_you_mean(campaign, known)}"
+                        f"campaigns there: {', '.join(known) or 'none'}")
+    return views[0]
 
 
 def run_rows(view: CampaignView) -> list[dict]:

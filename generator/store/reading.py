@@ -198,6 +198,11 @@ def _repeated_deliverables(loaded: Loaded) -> None:
                 f"at {earlier[1]}; one corpus is one deliverable, counted once")
 
 
+def voided_ids(records: list[dict]) -> set[str]:
+    """Return the ids of the rentals, deliverables and expenses that withdrawals among RECORDS void."""
+    return {r["voided_id"] for r in records if r["kind"] == "withdrawal" and "voided_id" in r}
+
+
 def record_files(runs_dir: Path) -> list[Path]:
     """Return the records files under RUNS_DIR in reading order."""
     # Only records/ folders hold records; corpus copies under inputs/ are JSONL too.
