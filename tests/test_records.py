@@ -13,7 +13,7 @@ import time
 import pytest
 
 from iteralab.core.errors import UserError
-from iteralab.store import reading, records
+from iteralab.store import columns, reading, records
 from tests import factory
 
 SHA = "0" * 64
@@ -307,7 +307,7 @@ def test_a_record_changed_after_it_was_read_is_validated_again(tmp_path, monkeyp
     path = records.append(tmp_path / "runs", rental(total="47.14"))
     records.append(tmp_path / "runs", rental(total="94.28", lots=2, gpus=2))
     assert reading.load(tmp_path / "runs").problems == []
-    assert list((tmp_path / "fresh" / "cache" / "validated").glob("*.json"))
+    assert list((tmp_path / "fresh" / "cache" / "columns").glob("*.arrow"))
     data = path.read_bytes()
     path.write_bytes(data.replace(b'"total": "47.14"', b'"total": 47.1400', 1))  # same size, now invalid
     assert len(path.read_bytes()) == len(data)
@@ -341,7 +341,7 @@ def test_new_schemas_validate_every_line_again(tmp_path, monkeypatch):
     monkeypatch.setattr(records, "validate", lambda record: checked.append(record) or original(record))
     reading.load(tmp_path)
     assert checked == []  # unchanged bytes under unchanged schemas: read from the cache
-    monkeypatch.setattr(reading, "_schemas_digest", lambda: "schemas of a newer iteralab")
+    monkeypatch.setattr(columns, "_schemas_digest", lambda: "schemas of a newer iteralab")
     reading.load(tmp_path)
     assert len(checked) == 3
 
@@ -448,19 +448,27 @@ def test_a_line_with_several_schema_problems_names_each_on_every_read(tmp_path):
         assert len(loaded.records) == 1
 
 
-def test_the_cache_remembers_complete_lines_only_and_every_byte_of_them(tmp_path):
+def test_the_cache_remembers_complete_lines_only_and_every_byte_of_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "cache"))
     path = records.append(tmp_path, rental(total="1.00"))
     records.append(tmp_path, rental(total="2.00"))
     with path.open("ab") as handle:
         handle.write(b'{"torn')
     data = path.read_bytes()
-    reading.read_file(path, "run-a.jsonl")
-    prefix = reading._ValidatedPrefix(path)
-    assert prefix.lines(data) == (2, set())  # the torn tail is not counted as checked
+    table, problems, _ = columns.file_columns(path)
+    assert table.num_rows == 2 and problems == [(3, "incomplete last line (a write was cut off); it is skipped")]
+    cached = columns.read_cache(path)
     complete = data[: data.rindex(b"\n") + 1]
+    assert (cached.size, cached.lines, cached.problems) == (len(complete), 2, [])  # the torn tail is not cached
     assert complete.endswith(b'"total": "2.00"}\n')
     edited = complete[:-3] + b"1" + complete[-2:] + b'{"torn'  # the last digit of the last complete line
-    assert prefix.lines(edited) == (0, set())
+    path.write_bytes(edited)
+    checked = []
+    original = records.validate
+    monkeypatch.setattr(records, "validate", lambda record: checked.append(record) or original(record))
+    table, problems, _ = columns.file_columns(path)
+    assert len(checked) == 1 and table.num_rows == 1  # the first line checked again, the cut second one refused
+    assert [line for line, _ in problems] == [2, 3] and problems[0][1].startswith("not valid JSON")
 
 
 def test_a_repeated_deliverable_names_both_records_and_where_they_are(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import statistics
 import threading
 
@@ -297,16 +298,26 @@ def test_build_on_two_processes_writes_the_same_bytes_as_on_one(runs, tmp_path, 
     assert len(list((tmp_path / "a" / ".iteralab-cache" / "charts").glob("*.svg"))) >= 3  # the workers drew the charts
 
 
-def test_a_process_running_other_threads_is_never_forked():
+def _worker_answer(value):
+    import os
+
+    return os.getpid(), value, workers.shared()["greeting"]
+
+
+def test_a_process_running_other_threads_still_renders_on_several_processes():
+    """Workers are spawned, never forked: the build reads records with pandas and pyarrow, which start threads."""
     started, release = threading.Event(), threading.Event()
     thread = threading.Thread(target=lambda: (started.set(), release.wait()))
     thread.start()
     started.wait()
     try:
-        assert workers.choose_workers(2, 10**6, 10) == 1
+        assert workers.choose_workers(2, 10**6, 10) == 2
+        results = workers.run(_worker_answer, [(1,), (2,), (3,)], 2, {"greeting": "shared once"})
     finally:
         release.set()
         thread.join()
+    assert [value for _, value, _ in results] == [1, 2, 3] and {shared for _, _, shared in results} == {"shared once"}
+    assert os.getpid() not in {pid for pid, _, _ in results}
     assert workers.choose_workers(None, 10, 10) == 1  # too little work to start workers
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import tomllib
 from dataclasses import dataclass
@@ -244,11 +245,24 @@ def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog, views: dict | No
                  periods=data["periods"])
 
 
-def qualify(folder: Path | str, loaded: Loaded, catalog: Catalog, problems: list[str] | None = None) -> list[Sheet]:
+def sheet_campaigns(folder: Path) -> set[str]:
+    """Return the campaigns the sheets in FOLDER name (a sheet that cannot be read names none; qualify says why)."""
+    names = set()
+    for path in sorted(Path(folder).glob("*.toml")):
+        with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            campaign = tomllib.loads(path.read_text(encoding="utf-8")).get("campaign")
+            if isinstance(campaign, str):
+                names.add(campaign)
+    return names
+
+
+def qualify(folder: Path | str, loaded: Loaded, catalog: Catalog, problems: list[str] | None = None,
+            campaigns: list[str] | None = None) -> list[Sheet]:
     """Settle every ``*.toml`` sheet in FOLDER; selected ones first, ranked by cost, then margin, then spare time.
 
     With PROBLEMS (the build's list), a sheet that cannot be settled is named there, with its file, and left out, and a
     sheet naming a campaign with no records is named there too; without it, the first such sheet stops with its file.
+    CAMPAIGNS: every campaign with records, when LOADED holds only the sheets' campaigns (the closest name is among them).
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -265,7 +279,7 @@ def qualify(folder: Path | str, loaded: Loaded, catalog: Catalog, problems: list
             problems.append(f"{message}; the sheet is left out")
             continue
         if problems is not None and sheet.campaign not in views:
-            close = difflib.get_close_matches(sheet.campaign, list(views), n=2, cutoff=0.6)
+            close = difflib.get_close_matches(sheet.campaign, list(views) if campaigns is None else campaigns, n=2, cutoff=0.6)
             hint = f"; did you mean {' or '.join(close)}?" if close else "."
             problems.append(f"{path}: campaign {sheet.campaign!r} has no records here{hint} Its quality and memory stay "
                             "to confirm until that campaign's records are here")

@@ -5,23 +5,20 @@ from __future__ import annotations
 
 import json
 import shutil
-from functools import partial
 from importlib import resources
 from pathlib import Path
 
-from iteralab.core.errors import CampaignFailed, UserError
+from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder, sheets_folder
-from iteralab.decision.qualification import qualify
-from iteralab.decision.report import decide_guarded
+from iteralab.decision.qualification import qualify, sheet_campaigns
 from iteralab.money.catalog import load_catalog
-from iteralab.site import charts, workers
-from iteralab.site.notes import load_notes, note_problems, variant_anchors
-from iteralab.site.output import STATE_FILE, Writer, build_stamp, campaign_key, inputs_digest, list_files, shared_key
-from iteralab.site.pages import CampaignJob, Places, catalog_rows, render_campaign_job, sizing_rows
+from iteralab.site import incremental, workers
+from iteralab.site.notes import load_notes, note_problems
+from iteralab.site.output import STATE_FILE, Writer, build_stamp, inputs_digest, list_files, shared_key
+from iteralab.site.pages import Places, catalog_rows, render_part
 from iteralab.site.render import TEMPLATES, jinja_environment
-from iteralab.store.reading import load
+from iteralab.store.reading import load_table
 from iteralab.store.records import KINDS
-from iteralab.store.views import campaign_views
 
 
 def _refuse_nested(runs: Path, out: Path) -> None:
@@ -55,83 +52,96 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
     if state.get("inputs") == inputs and (out / "index.html").is_file():
         return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "processes": 1,
                 "written": 0, "unchanged": 0, "problems": state.get("problems", []), "failed": state.get("failed", {})}
-    # Load, then views, then decide and render, then write what every page links to.
-    loaded = load(runs)
+    # The record table (columns only), then keys per campaign; only changed campaigns' records are read whole.
+    table = load_table(runs)
     price_catalog = load_catalog(catalog)
     all_notes = load_notes(places.notes)
-    views = campaign_views(loaded, present={relative for relative, _ in runs_files})
-    sheet_problems: list[str] = []
-    qualified = qualify(sheets_dir, loaded, price_catalog, sheet_problems) if sheets_dir.is_dir() else []
-    jobs = [CampaignJob(view, tuple(n for n in all_notes if n.meta.get("campaign") == view.name),
-                        tuple(s for s in qualified if s.campaign == view.name),
-                        build_stamp(view.last_at if view.manifests or view.trials else None), price_catalog) for view in views]
-    shared = shared_key(price_catalog)
-    keys = {job.view.name: campaign_key(job, shared) for job in jobs}
-    previous = state.get("campaigns", {})
-    stale = [job for job in jobs if previous.get(job.view.name) != keys[job.view.name]
-             or not (out / "campaigns" / job.view.name / "index.html").is_file()]
+    plan = _plan(table, runs_files, sheets_dir, price_catalog, all_notes)
+    names, keys, problems = plan["names"], plan["keys"], plan["problems"]
+    previous, summaries = state.get("campaigns", {}), state.get("summaries", {})
+    state.setdefault("answers", {})
+    stale = [name for name in names if previous.get(name) != keys[name] or name not in summaries or name not in state["answers"]
+             or not (out / "campaigns" / name / "index.html").is_file()]
     writer = Writer(out)
-    answers, failed, count = _render_campaigns(stale, places, processes, writer)
-    for view in views:  # unchanged campaigns are decided here, after the workers are done
-        if view.name not in answers:
-            try:
-                answers[view.name] = decide_guarded(view, price_catalog).summary_line
-            except CampaignFailed as error:
-                answers[view.name], failed[view.name] = f"not built: {error.reason}", error.reason
+    tasks = [(name, table.part(name), plan["notes"][name], plan["sheets"][name], plan["stamps"][name], plan["present"][name])
+             for name in stale]
+    answers, failed, count = _render_campaigns(tasks, places, processes, writer, {"problems": problems, "catalog": price_catalog,
+                                                                                 "places": places}, summaries)
+    answers |= {name: state["answers"][name] for name in names if name not in answers}
+    failed |= {name: reason for name, reason in state.get("failed", {}).items() if name in names and name not in stale}
     failed = dict(sorted(failed.items()))
     for name in failed:  # rendered again next time, to say again why (or to succeed once its records are fixed)
         keys[name] = None
     for gone in set(previous) - set(keys):
         shutil.rmtree(out / "campaigns" / gone, ignore_errors=True)
-    common = {"stamp": build_stamp(max((v.last_at for v in views if v.manifests or v.trials), default=None)),
-              "catalog": price_catalog}
-    problems = loaded.problems + sheet_problems + note_problems(all_notes, views)
-    _write_shared_pages(writer, views, all_notes, answers, problems, {**common, "failed": failed})
-    writer.write(STATE_FILE, json.dumps({"inputs": inputs, "campaigns": keys, "problems": problems, "failed": failed},
-                                        indent=2, sort_keys=True) + "\n")
-    return {"index": out / "index.html", "campaigns": len(views), "rendered": [job.view.name for job in stale],
-            "processes": count, "written": writer.written, "unchanged": writer.kept, "problems": problems,
-            "failed": failed}
+    summaries = {name: summaries[name] for name in names}
+    common = {"stamp": build_stamp(max((at for at in plan["newest"].values() if at), default=None)), "catalog": price_catalog}
+    problems = problems + plan["sheet_problems"] + note_problems(all_notes, summaries)
+    _write_shared_pages(writer, summaries, all_notes, answers, problems, {**common, "failed": failed})
+    writer.write(STATE_FILE, json.dumps({"format": incremental.STATE_FORMAT, "inputs": inputs, "campaigns": keys,
+                                         "summaries": summaries, "answers": {name: answers[name] for name in names},
+                                         "problems": problems, "failed": failed}, indent=1, sort_keys=True) + "\n")
+    return {"index": out / "index.html", "campaigns": len(names), "rendered": stale, "processes": count,
+            "written": writer.written, "unchanged": writer.kept, "problems": problems, "failed": failed}
+
+
+def _plan(table, runs_files: list, sheets_dir: Path, price_catalog, all_notes: list) -> dict:
+    """Work out each campaign's inputs and key from the record table, and settle the qualification sheets."""
+    positions = incremental.groups(table)
+    names = list(positions)
+    problems = table.all_problems()
+    sheet_problems: list[str] = []
+    qualified = []
+    if sheets_dir.is_dir():  # a sheet reads its campaign's trials: only those campaigns' records are read whole
+        named = sheet_campaigns(sheets_dir) & set(names)
+        qualified = qualify(sheets_dir, table.loaded(named), price_catalog, sheet_problems, campaigns=names)
+    notes = {name: tuple(n for n in all_notes if n.meta.get("campaign") == name) for name in names}
+    sheets = {name: tuple(s for s in qualified if s.campaign == name) for name in names}
+    newest = incremental.newest_records(table, positions)
+    stamps = {name: build_stamp(newest[name]) for name in names}
+    present = incremental.present_predictions(table, positions, {relative for relative, _ in runs_files})
+    keys = incremental.campaign_keys(table, positions, shared_key(price_catalog), problems, present, notes, sheets, stamps)
+    return {"names": names, "problems": problems, "sheet_problems": sheet_problems, "notes": notes, "sheets": sheets,
+            "newest": newest, "stamps": stamps, "present": present, "keys": keys}
 
 
 def _read_state(path: Path) -> dict:
-    """Return what the last build recorded, or nothing when there is no readable state."""
+    """Return what the last build recorded, or nothing when there is no readable state of this format."""
     try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        state = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except (json.JSONDecodeError, UnicodeDecodeError):
         return {}
+    return state if isinstance(state, dict) and state.get("format") == incremental.STATE_FORMAT else {}
 
 
-def _render_campaigns(jobs: list[CampaignJob], places: Places, processes: int | None,
-                      writer: Writer) -> tuple[dict, dict, int]:
+def _render_campaigns(tasks: list[tuple], places: Places, processes: int | None, writer: Writer, common: dict,
+                      summaries: dict) -> tuple[dict, dict, int]:
     """Render the campaigns that changed, on several processes when there is enough work; return answers and failures."""
-    jobs = sorted(jobs, key=lambda job: (-len(job.view.trials), job.view.name))  # heaviest first: no worker left with a big one
-    count = workers.choose_workers(processes, sum(len(job.view.trials) for job in jobs), len(jobs))
-    if count > 1:
-        charts.prepare()  # build the chart templates once here; the workers inherit them
-    # Decided in the workers (pandas starts BLAS threads, and a threaded process is never forked).
-    results = workers.run([partial(render_campaign_job, job, places) for job in jobs], count)
+    tasks = sorted(tasks, key=lambda task: (-len(task[1].frame), task[0]))  # heaviest first: no worker left with a big one
+    count = workers.choose_workers(processes, sum(len(task[1].frame) for task in tasks), len(tasks))
+    results = workers.run(render_part, tasks, count, common)
     answers, failed = {}, {}
-    for job, (written, kept, answer, failure) in zip(jobs, results, strict=True):
+    for task, (written, kept, answer, failure, summary) in zip(tasks, results, strict=True):
         writer.written += written
         writer.kept += kept
-        answers[job.view.name] = answer
+        answers[task[0]], summaries[task[0]] = answer, summary
         if failure:
-            failed[job.view.name] = failure
+            failed[task[0]] = failure
     return answers, failed, count
 
 
-def _write_shared_pages(writer: Writer, views: list, all_notes: list, answers: dict, problems: list, common: dict) -> None:
+def _write_shared_pages(writer: Writer, summaries: dict, all_notes: list, answers: dict, problems: list, common: dict) -> None:
     """Write the index, catalog, sizing and note pages, the stylesheet and the record schemas."""
     env = jinja_environment()
-    writer.write("index.html", env.get_template("index.html").render(root="", views=views, notes=all_notes, answers=answers,
-                                                                      problems=problems, **common))
+    writer.write("index.html", env.get_template("index.html").render(root="", campaigns=list(summaries.values()), notes=all_notes,
+                                                                      answers=answers, problems=problems, **common))
     writer.write("catalog.html", env.get_template("catalog.html").render(root="", rows=catalog_rows(common["catalog"]), **common))
-    writer.write("sizing.html", env.get_template("sizing.html").render(root="", rows=sizing_rows(views), **common))
-    anchors = variant_anchors(views)
+    rows = [row for summary in summaries.values() for row in summary["sizing"]]
+    writer.write("sizing.html", env.get_template("sizing.html").render(root="", rows=rows, **common))
+    anchors = {name: summary["variants"] for name, summary in summaries.items()}
     for note in all_notes:
         writer.write(f"notes/{note.slug}.html", env.get_template("note.html").render(
-            root="../", note=note, known={v.name for v in views}, anchors=anchors,
+            root="../", note=note, known=set(summaries), anchors=anchors,
             note_problems=[p for p in problems if p.startswith(f"notes/{note.source}: ")], **common))
     writer.write("assets/style.css", (TEMPLATES / "assets" / "style.css").read_bytes())
     folder = resources.files("iteralab.store") / "schemas"

@@ -85,9 +85,12 @@ def load_notes(folder: Path | None) -> list[Note]:
     return notes
 
 
-def note_problems(notes: list[Note], views: list) -> list[str]:
-    """Name what a note points at that does not exist, and a note nobody signed: the note is published with a warning."""
-    variants = {view.name: {summary.name for summary in view.variants} for view in views}
+def note_problems(notes: list[Note], summaries: dict) -> list[str]:
+    """Name what a note points at that does not exist, and a note nobody signed: the note is published with a warning.
+
+    SUMMARIES: per campaign, its summary (its ``variants`` name the variants a note may select).
+    """
+    variants = {name: set(summary["variants"]) for name, summary in summaries.items()}
     problems = []
     for note in notes:
         where, campaign = f"notes/{note.source}", note.meta["campaign"]
@@ -99,11 +102,6 @@ def note_problems(notes: list[Note], views: list) -> list[str]:
         if note.meta["author"].strip().lower() == UNSIGNED:
             problems.append(f"{where}: unsigned note: the author is still {UNSIGNED!r}; write who signs the decision")
     return problems
-
-
-def variant_anchors(views: list) -> dict:
-    """Map campaign -> variant name -> the campaign page anchor of its first configuration."""
-    return {view.name: {summary.name: f"variant-{summary.key}" for summary in reversed(view.variants)} for view in views}
 
 
 def draft_text(report, *, author: str, today: str, rentals: list[str] = ()) -> str:

@@ -9,8 +9,6 @@ import json
 import os
 from pathlib import Path
 
-import orjson
-
 import iteralab
 from iteralab.core.errors import UserError, write_error
 from iteralab.core.files import write_atomically
@@ -110,17 +108,15 @@ def list_files(folder: Path) -> list[tuple[str, os.DirEntry]]:
 
 
 def inputs_digest(runs_files: list, notes_dir: Path, sheets_dir: Path, catalog: Path | None) -> str:
-    """Hash everything a build reads: record bytes, other files by size and time, notes, sheets, catalog, templates."""
+    """Hash everything a build reads: files of the runs folder by size and times, notes, sheets, catalog, templates."""
     digest = hashlib.sha256(f"{iteralab.__version__}|{os.environ.get('SOURCE_DATE_EPOCH')}".encode())
     listing = []  # names, sizes and times, hashed in one call: a no-change rebuild of 100,000 trials stats them all
     for relative, entry in runs_files:
-        if relative.endswith(".jsonl") and relative.rpartition("/")[0].rpartition("/")[2] == "records":
-            with open(entry.path, "rb") as handle:
-                digest.update(relative.encode("utf-8", "surrogateescape") + b"\0" + handle.read())
-        else:
-            # Predictions, receipts and corpus copies are written once; their size and time stand for them.
-            info = entry.stat()
-            listing.append(f"{relative}\0{info.st_size}:{info.st_mtime_ns}\n")
+        # Records are only appended and other files written once: a size, a modification time and a change time
+        # (which no program can set back) stand for the bytes. Any change reads the record table, whose cache checks
+        # the records' bytes by sha256 (see store/columns.py).
+        info = entry.stat()
+        listing.append(f"{relative}\0{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}:{info.st_ino}\n")
     digest.update("".join(listing).encode("utf-8", "surrogateescape"))
     for folder in (notes_dir, sheets_dir):
         if folder.is_dir():
@@ -140,18 +136,3 @@ def shared_key(catalog: Catalog) -> str:
         digest.update(template.name.encode() + template.read_bytes())
     digest.update(json.dumps(catalog.snapshot(), sort_keys=True).encode())
     return digest.hexdigest()
-
-
-def campaign_key(job, shared: str) -> str:
-    """Hash what one campaign's pages depend on: the shared key, its records, problems, notes, sheets and stamp."""
-    view = job.view
-    digest = hashlib.sha256(shared.encode())
-    # Every kind a page reads: an exclusion, a withdrawal, a void or an expense alone changes figures and tables.
-    for record in (*view.manifests, *view.trials, *view.rentals, *view.deliverables, *view.exclusions, *view.withdrawals,
-                   *view.expenses, *view.voids, *view.voided, *view.resumptions):
-        digest.update(orjson.dumps(record, option=orjson.OPT_SORT_KEYS))
-    digest.update(json.dumps(list(view.problems)).encode())
-    digest.update(json.dumps([(n.slug, n.meta, n.html) for n in job.notes], sort_keys=True).encode())
-    # A sheet's outcome shows on the campaign and qualification pages: a changed sheet renders them again.
-    digest.update(repr([(s.source, s.outcome, s.criteria, s.total, s.configuration) for s in job.sheets]).encode())
-    return digest.hexdigest() + job.stamp

@@ -14,12 +14,14 @@ from iteralab.decision.plan import span_range
 from iteralab.decision.report import Report, decide
 from iteralab.money.catalog import Catalog, gb_to_gib
 from iteralab.money.sizing import weights_bytes
-from iteralab.site import charts
+from iteralab.site import charts, workers
 from iteralab.site.bundle import campaign_bundle
+from iteralab.site.incremental import summary
 from iteralab.site.output import Writer
 from iteralab.site.render import jinja_environment, trial_rows
+from iteralab.store.reading import Loaded, RecordTable
 from iteralab.store.trials import trial_table, trials_csv
-from iteralab.store.views import CampaignView
+from iteralab.store.views import CampaignView, campaign_views
 
 
 def catalog_rows(catalog: Catalog) -> list[dict]:
@@ -52,6 +54,21 @@ class Places:
     notes: Path
     catalog: Path | None
     chart_cache: Path
+
+
+def render_part(name: str, part: RecordTable, notes: tuple, sheets: tuple, stamp: str,
+                present: frozenset) -> tuple[int, int, str, str | None, dict]:
+    """Read one campaign's records from their files, then render it (in a worker, or here); also return its summary.
+
+    PRESENT: the campaign's prediction files found in the runs folder. The records' problems (the whole folder's), the
+    catalog and the places come through ``workers.shared()``.
+    """
+    common = workers.shared()
+    loaded = Loaded(part.records(part.frame), [part.where(index) for index in part.frame.index], common["problems"])
+    view = campaign_views(loaded, present=present)[0]
+    written, kept, answer, failure = render_campaign_job(CampaignJob(view, notes, sheets, stamp, common["catalog"]),
+                                                         common["places"])
+    return written, kept, answer, failure, summary(view, sizing_rows([view]))
 
 
 def render_campaign_job(job: CampaignJob, places: Places) -> tuple[int, int, str, str | None]:

@@ -1,21 +1,25 @@
-"""Run independent build jobs on several cores: forked workers that inherit the records already read."""
+"""Run independent build jobs on several cores: spawned workers, each given what every job shares once."""
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
 import os
-import sys
 from collections.abc import Callable
 
-# Below this much work, starting workers costs more than it saves (a fork, then re-importing nothing).
+# Below this much work, starting workers costs more than it saves (each imports the site's code, about a second).
 MIN_WORK = 2000
 
-_jobs: list[Callable[[], object]] = []
+_shared: dict = {}
 
 
-def _run(index: int):
-    return _jobs[index]()
+def shared() -> dict:
+    """Return what every job of the current run shares (set in this process, or in a worker when it starts)."""
+    return _shared
+
+
+def _share(values: dict) -> None:
+    _shared.clear()
+    _shared.update(values)
 
 
 def available_cores() -> int:
@@ -26,18 +30,6 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _single_threaded() -> bool:
-    # Forking a process that runs other threads (a chart renderer, torch, BLAS) can deadlock the child.
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Threads:"):
-                    return int(line.split()[1]) == 1
-    except OSError:
-        pass
-    return False
-
-
 def choose_workers(requested: int | None, work: int, jobs: int) -> int:
     """Return how many processes to use: REQUESTED when given, else one per core for enough WORK."""
     if requested is not None:
@@ -46,23 +38,18 @@ def choose_workers(requested: int | None, work: int, jobs: int) -> int:
         return 1
     else:
         wanted = available_cores()
-    wanted = max(1, min(wanted, jobs))
-    if wanted > 1 and not (sys.platform == "linux" and _single_threaded()):
-        return 1  # a fork would not be safe here; the same jobs run in this process, with the same output
-    return wanted
+    return max(1, min(wanted, jobs))
 
 
-def run(jobs: list[Callable[[], object]], workers: int) -> list:
-    """Run JOBS (callables, heaviest first) on WORKERS processes; return their results in job order."""
-    if workers <= 1 or len(jobs) <= 1:
-        return [job() for job in jobs]
-    global _jobs
-    _jobs = jobs
-    # Objects the workers only read stay shared with this process: keep the collector from touching them.
-    gc.freeze()
-    try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            return pool.map(_run, range(len(jobs)), chunksize=1)
-    finally:
-        _jobs = []
-        gc.unfreeze()
+def run(function: Callable, tasks: list[tuple], workers: int, common: dict) -> list:
+    """Call FUNCTION on each of TASKS (argument tuples, heaviest first) on WORKERS processes; return results in order.
+
+    COMMON is what every task reads through ``shared()``: sent once to each worker, not with every task.
+    """
+    _share(common)
+    if workers <= 1 or len(tasks) <= 1:
+        return [function(*task) for task in tasks]
+    # Spawned, not forked: the parent has read the records with pandas and pyarrow, which start threads, and a
+    # threaded process is never safely forked. A worker reads only its campaigns' records, from their files.
+    with multiprocessing.get_context("spawn").Pool(workers, initializer=_share, initargs=(common,)) as pool:
+        return pool.starmap(function, tasks, chunksize=1)

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import gc
-import hashlib
-import json
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from pathlib import Path
 
-import orjson
-
 from iteralab.core.errors import UserError
-from iteralab.core.files import cache_root, write_atomically
-from iteralab.store import records
+from iteralab.store import columns
 from iteralab.store.records import KINDS
 
 
@@ -35,137 +28,102 @@ class Loaded:
         return [record for record in self.records if record["kind"] == kind]
 
 
-@cache
-def _schemas_digest() -> str:
-    folder = resources.files("iteralab.store") / "schemas"
-    digest = hashlib.sha256(str(records.SCHEMA_VERSION).encode())
-    for kind in ("common", *KINDS):
-        digest.update((folder / f"{kind}.schema.json").read_bytes())
-    return digest.hexdigest()
+class RecordTable:
+    """Every record under a runs folder as one pandas row (where its line lies, id, kind, campaign, trial figures).
 
-
-class _ValidatedPrefix:
-    """Remember, per records file, how many leading bytes were already found valid.
-
-    Files are append-only, so a prefix whose sha256 still matches needs no second schema check;
-    any change inside it (a rewrite, an edit) changes the hash and everything is checked again.
+    The nested records themselves are read from their files only when asked for, by ``records`` or ``loaded``.
     """
 
-    def __init__(self, path: Path):
-        key = hashlib.sha256(str(Path(path).resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:32]
-        self.file = cache_root() / "validated" / f"{key}.json"
+    def __init__(self, frame, paths: list[Path], shown: list[str], problems: list[str], digests: list[str] | None = None):
+        self.frame, self.paths, self.shown, self.problems = frame, paths, shown, problems
+        self.digests = digests or []  # per file: sha256 of the complete lines read, which the rows stand for
+        self._all_problems: list[str] | None = None
 
-    def lines(self, data: bytes) -> tuple[int, set[int]]:
-        """Return how many leading lines were checked before and which of them had problems."""
-        try:
-            entry = json.loads(self.file.read_text(encoding="utf-8"))
-            size = entry["size"]
-            if entry["schemas"] != _schemas_digest() or size > len(data) or hashlib.sha256(memoryview(data)[:size]).hexdigest() != entry["sha256"]:
-                return 0, set()
-            return entry["lines"], set(entry["problem_lines"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return 0, set()
+    def where(self, index) -> str:
+        """Return 'file:line' of the row at INDEX."""
+        return f"{self.shown[self.frame.at[index, 'file']]}:{self.frame.at[index, 'line']}"
 
-    def remember(self, data: bytes, size: int, lines: int, problem_lines: list[int]) -> None:
-        entry = {"schemas": _schemas_digest(), "size": size, "sha256": hashlib.sha256(memoryview(data)[:size]).hexdigest(),
-                 "lines": lines, "problem_lines": problem_lines}
-        try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(self.file, json.dumps(entry))
-        except OSError:
-            pass  # a cache that cannot be written only costs the next reader time
+    def records(self, rows) -> list[dict]:
+        """Return the records of ROWS (a slice of the frame), in the slice's order, read from their files."""
+        import numpy as np
 
+        found: list = [None] * len(rows)
+        files, offsets = rows["file"].to_numpy(), rows["offset"].to_numpy()
+        ends, ids = offsets + rows["length"].to_numpy(), rows["record_id"].tolist()
+        order = np.argsort(files, kind="stable")
+        for group in np.split(order, np.flatnonzero(np.diff(files[order])) + 1) if len(order) else ():
+            file_index = files[group[0]]
+            try:
+                with open(self.paths[file_index], "rb") as handle, columns.mapped(handle) as data:
+                    for position in group:
+                        record, problem = columns.parse_line(data[offsets[position]:ends[position]], check=False)
+                        if problem or record.get("record_id") != ids[position]:
+                            raise OSError("its lines moved")
+                        found[position] = record
+            except OSError as error:
+                raise UserError(f"{self.shown[file_index]} changed while it was being read ({error}); records are only "
+                                "ever appended: if another program rewrote it, restore it, then run the command again") from None
+        return found
 
-def read_file(path: Path, shown: str) -> tuple[list[tuple[dict, str]], list[str]]:
-    """Read one records file; return (record, 'file:line') pairs and problems."""
-    found, problems = [], []
-    try:
-        data = Path(path).read_bytes()
-    except OSError as error:
-        return [], [f"{shown}: cannot read: {error.strerror or error}"]
-    lines = data.split(b"\n")
-    torn_tail = lines[-1] != b""
-    if not torn_tail:
-        lines.pop()
-    prefix = _ValidatedPrefix(path)
-    checked, known_problems = prefix.lines(data)
-    problem_lines = []
-    for number, raw in enumerate(lines, start=1):
-        where = f"{shown}:{number}"
-        if torn_tail and number == len(lines):
-            problems.append(f"{where}: incomplete last line (a write was cut off); it is skipped")
-            continue
-        if not raw.strip():
-            continue
-        record, problem = _parse_line(raw, trusted=number <= checked and number not in known_problems)
-        if problem:
-            problems.append(f"{where}: {problem}")
-            problem_lines.append(number)
-        else:
-            found.append((record, where))
-    complete = len(lines) - 1 if torn_tail else len(lines)
-    if complete > checked:
-        prefix.remember(data, sum(len(line) + 1 for line in lines[:complete]), complete, problem_lines)
-    return found, problems
+    def loaded(self, campaigns=None) -> Loaded:
+        """Return the records of CAMPAIGNS (every campaign when None), and every problem of the whole folder."""
+        rows = self.frame if campaigns is None else self.frame[self.frame["campaign"].isin(list(campaigns))]
+        return Loaded(self.records(rows), [self.where(index) for index in rows.index], self.all_problems())
 
+    def part(self, campaign: str) -> RecordTable:
+        """Return the rows of CAMPAIGN with only the files they lie in: what a worker needs to read its records."""
+        rows = self.frame[(self.frame["campaign"] == campaign).to_numpy()].copy()
+        used = sorted(set(rows["file"].tolist()))
+        rows["file"] = rows["file"].map({old: new for new, old in enumerate(used)}).astype("int32")
+        return RecordTable(rows, [self.paths[i] for i in used], [self.shown[i] for i in used], [],
+                           [self.digests[i] for i in used] if self.digests else None)
 
-def _parse_line(raw: bytes, *, trusted: bool) -> tuple[dict | None, str | None]:
-    try:
-        record = orjson.loads(raw)
-    except (json.JSONDecodeError, ValueError) as error:
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return None, "not valid UTF-8"
-        try:
-            json.loads(raw)  # the standard library's message names the column
-        except json.JSONDecodeError as detailed:
-            return None, f"not valid JSON ({detailed.msg}, column {detailed.colno})"
-        return None, f"not valid JSON ({error})"
-    if not isinstance(record, dict):
-        return None, f"a record must be a JSON object, not {type(record).__name__}"
-    try:
-        record = records.upgrade(record)
-    except UserError as error:
-        return None, str(error)
-    if trusted:
-        return record, None
-    problems = records.validate(record)
-    if problems:
-        return None, "; ".join(problems)
-    return record, None
+    def all_problems(self) -> list[str]:
+        """Return the lines skipped and, for every campaign, repeated deliverables and references to nothing."""
+        if self._all_problems is None:
+            problems = list(self.problems)
+            # Both are found among a few kinds of records, read for every campaign.
+            light = self.frame[self.frame["kind"].isin(("deliverable", "exclusion", "withdrawal")).to_numpy()]
+            few = Loaded(self.records(light), [self.where(index) for index in light.index])
+            named = {r.get("exclusion_id") or r.get("voided_id") for r in few.of_kind("withdrawal")}
+            named |= {trial for r in few.of_kind("exclusion") for trial in r["trials"]}
+            known = self.frame[self.frame["record_id"].isin(list(named)).to_numpy()]
+            kinds = dict(zip(zip(known["campaign"], known["record_id"], strict=True), known["kind"], strict=True))
+            _repeated_deliverables(few, problems)
+            _unknown_references(few, kinds, problems)
+            self._all_problems = problems
+        return list(self._all_problems)
 
 
 def load(runs_dir: Path) -> Loaded:
     """Read every records file under RUNS_DIR, merging copies by record_id."""
+    return load_table(runs_dir).loaded()
+
+
+def load_table(runs_dir: Path) -> RecordTable:
+    """Read the columns of every records file under RUNS_DIR (from the columnar cache where it holds), merged by record_id."""
     runs_dir = Path(runs_dir)
-    loaded = Loaded()
     if not runs_dir.is_dir():
         raise UserError(f"{runs_dir} is not a folder: pass the runs folder that holds the records")
-    seen: dict[str, tuple[dict, str]] = {}
     # Parsing creates millions of small containers and no cycles: the cyclic collector would only
     # rescan the growing heap again and again (it tripled the load time of 100,000 trials).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        _read_all(runs_dir, loaded, seen)
+        return _read_all(runs_dir)
     finally:
         if collecting:
             gc.enable()
-    _repeated_deliverables(loaded)
-    _unknown_references(loaded)
-    return loaded
 
 
-def _unknown_references(loaded: Loaded) -> None:
+def _unknown_references(loaded: Loaded, kinds: dict, problems: list[str]) -> None:
     """Report an exclusion naming a trial its campaign lacks, and a withdrawal or void naming a record it lacks."""
-    kinds = {(r["campaign"], r["record_id"]): r["kind"] for r in loaded.records}
     withdrawn: dict[tuple, str] = {}
     for record, where in zip(loaded.records, loaded.sources, strict=True):
         if record["kind"] == "exclusion":
             for trial_id in record["trials"]:
                 if kinds.get((record["campaign"], trial_id)) != "trial":
-                    loaded.problems.append(f"{where}: exclusion {record['record_id']} names trial {trial_id}, which is not a "
+                    problems.append(f"{where}: exclusion {record['record_id']} names trial {trial_id}, which is not a "
                                            f"trial of campaign {record['campaign']}; it excludes nothing there")
         elif record["kind"] == "withdrawal":
             target, kind = ((record["exclusion_id"], "exclusion") if "exclusion_id" in record
@@ -173,16 +131,16 @@ def _unknown_references(loaded: Loaded) -> None:
             verb = "withdraws" if kind == "exclusion" else "voids"
             key = (record["campaign"], target)
             if kinds.get(key) != kind:
-                loaded.problems.append(f"{where}: withdrawal {record['record_id']} names {kind} {target}, "
+                problems.append(f"{where}: withdrawal {record['record_id']} names {kind} {target}, "
                                        f"which is not {'an' if kind[0] in 'ae' else 'a'} {kind} of campaign {record['campaign']}")
             elif key in withdrawn:
-                loaded.problems.append(f"{where}: withdrawal {record['record_id']} {verb} {kind} {target} "
+                problems.append(f"{where}: withdrawal {record['record_id']} {verb} {kind} {target} "
                                        f"again (first by {withdrawn[key]}); the first one stands")
             else:
                 withdrawn[key] = record["record_id"]
 
 
-def _repeated_deliverables(loaded: Loaded) -> None:
+def _repeated_deliverables(loaded: Loaded, problems: list[str]) -> None:
     """Report a corpus delivered twice (two teams' folders merged): it is one deliverable, counted once."""
     voided = {(r["campaign"], r["voided_id"]) for r in loaded.records if r["kind"] == "withdrawal" and "voided_id" in r}
     first: dict[tuple, tuple[dict, str]] = {}
@@ -192,7 +150,7 @@ def _repeated_deliverables(loaded: Loaded) -> None:
         key = (record["campaign"], record["corpus_fingerprint"])
         earlier = first.setdefault(key, (record, where))
         if earlier[0] is not record:
-            loaded.problems.append(
+            problems.append(
                 f"{where}: deliverable {record['record_id']} (trial {record['trial_id']}) repeats the corpus "
                 f"{record['corpus_fingerprint'][:19]}… of deliverable {earlier[0]['record_id']} (trial {earlier[0]['trial_id']}) "
                 f"at {earlier[1]}; one corpus is one deliverable, counted once")
@@ -209,22 +167,48 @@ def record_files(runs_dir: Path) -> list[Path]:
     return sorted(p for p in Path(runs_dir).rglob("*.jsonl") if p.parent.name == "records")
 
 
-def _read_all(runs_dir: Path, loaded: Loaded, seen: dict) -> None:
-    for path in record_files(runs_dir):
-        shown = path.relative_to(runs_dir).as_posix()
-        found, problems = read_file(path, shown)
-        loaded.problems.extend(problems)
-        for record, where in found:
-            earlier = seen.get(record["record_id"])
-            if earlier is None:
-                seen[record["record_id"]] = (record, where)
-                loaded.records.append(record)
-                loaded.sources.append(where)
-            elif earlier[0] != record:
-                loaded.problems.append(
-                    f"{where}: record_id {record['record_id']} already read with other content "
-                    f"at {earlier[1]}; this copy is skipped"
-                )
+def _read_all(runs_dir: Path) -> RecordTable:
+    import pyarrow as pa
+
+    paths = record_files(runs_dir)
+    shown = [path.relative_to(runs_dir).as_posix() for path in paths]
+    tables, file_problems, digests = [], [], []
+    for index, path in enumerate(paths):
+        try:
+            table, problems, digest = columns.file_columns(path)
+        except OSError as error:
+            tables.append(None)
+            digests.append("unreadable")
+            file_problems.append([f"{shown[index]}: cannot read: {error.strerror or error}"])
+            continue
+        digests.append(digest)
+        tables.append(table.append_column("file", pa.array([index] * table.num_rows, type=pa.int32())))
+        file_problems.append([f"{shown[index]}:{line}: {message}" for line, message in problems])
+    present = [table for table in tables if table is not None]
+    frame = columns.to_frame(pa.concat_tables(present) if present else columns.empty_table())
+    table = RecordTable(frame, paths, shown, [], digests)
+    _drop_copies(table, file_problems)
+    table.problems = [problem for problems in file_problems for problem in problems]
+    return table
+
+
+def _drop_copies(table: RecordTable, file_problems: list[list[str]]) -> None:
+    """Keep the first record of each id; a later copy with other content is named in its file's problems."""
+    repeated = table.frame["record_id"].duplicated(keep="first")
+    if not repeated.any():
+        return
+    import pandas as pd
+
+    kept = table.frame[~repeated.to_numpy()]
+    first = pd.Series(kept.index, index=kept["record_id"])
+    for index in table.frame.index[repeated.to_numpy()]:
+        record_id, earlier = table.frame.at[index, "record_id"], first[table.frame.at[index, "record_id"]]
+        mine, theirs = table.records(table.frame.loc[[index, earlier]])
+        if mine != theirs:
+            file_problems[table.frame.at[index, "file"]].append(
+                f"{table.where(index)}: record_id {record_id} already read with other content at {table.where(earlier)}; "
+                "this copy is skipped")
+    table.frame = table.frame[~repeated.to_numpy()]
 
 
 def check_data(loaded: Loaded) -> dict:

@@ -282,15 +282,20 @@ def campaign_views(loaded: Loaded, *, present: set[str] | None = None) -> list[C
     grouped: dict[str, list[dict]] = {}
     for record in loaded.records:
         grouped.setdefault(record["campaign"], []).append(record)
+    own = problems_by_campaign(loaded.problems, grouped)
+    return [_guarded_view(name, grouped[name], own[name], present) for name in sorted(grouped)]
+
+
+def problems_by_campaign(problems: list[str], names) -> dict[str, list[str]]:
+    """Give each campaign of NAMES the problems its folder's files have, and those naming no campaign folder, in order."""
     # A problem belongs to the campaign folder its file:line names; one naming no folder concerns all.
     shared_problems, own_problems = [], {}
-    for index, problem in enumerate(loaded.problems):
+    for index, problem in enumerate(problems):
         if found := CAMPAIGN_FILE.match(problem):
             own_problems.setdefault(found["campaign"], []).append((index, problem))
         else:
             shared_problems.append((index, problem))
-    return [_guarded_view(name, grouped[name], [p for _, p in sorted(own_problems.get(name, []) + shared_problems)], present)
-            for name in sorted(grouped)]
+    return {name: [p for _, p in sorted(own_problems.get(name, []) + shared_problems)] for name in names}
 
 
 def _guarded_view(name: str, mine: list[dict], problems: list[str], present: set[str] | None) -> CampaignView:

@@ -1,0 +1,87 @@
+"""Work out, from the record table alone, what each campaign's pages are made from, so that only changed ones are rendered.
+
+A campaign's key hashes its records' places (each file by name and the sha256 of its complete lines, and where each
+record lies in it), the problems its folder has, its missing prediction files, its notes and sheets and its stamp. None
+of this needs a nested record: an unchanged campaign's records are never read, and what the shared pages need of it
+(its row on the index, its sizing rows, its variants) comes from its summary, kept in the build state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+
+import numpy as np
+
+from iteralab.store.reading import RecordTable
+from iteralab.store.views import CampaignView, problems_by_campaign
+
+STATE_FORMAT = 2  # of the build state file; a state of another format is ignored (every campaign is rendered again)
+
+
+def groups(table: RecordTable) -> dict[str, np.ndarray]:
+    """Map each campaign, in name order, to the positions of its rows in reading order."""
+    codes, names = table.frame["campaign"].factorize(sort=True)
+    order = np.argsort(codes, kind="stable")
+    split = np.split(order, np.flatnonzero(np.diff(codes[order])) + 1) if len(order) else []
+    return {str(names[codes[group[0]]]): group for group in split}
+
+
+def records_keys(table: RecordTable, positions: dict[str, np.ndarray]) -> dict[str, str]:
+    """Hash where each campaign's records lie: file names, the files' content hashes, and each record's offset."""
+    files, offsets = table.frame["file"].to_numpy(), table.frame["offset"].to_numpy()
+    keys = {}
+    for name, rows in positions.items():
+        used, relative = np.unique(files[rows], return_inverse=True)
+        digest = hashlib.sha256("\n".join(f"{table.shown[i]}\0{table.digests[i]}" for i in used).encode("utf-8", "surrogateescape"))
+        digest.update(relative.astype(np.int32).tobytes())
+        digest.update(offsets[rows].astype(np.int64).tobytes())
+        keys[name] = digest.hexdigest()
+    return keys
+
+
+def newest_records(table: RecordTable, positions: dict[str, np.ndarray]) -> dict[str, str | None]:
+    """Return, per campaign, the time of its newest manifest or trial (None when it has neither)."""
+    frame = table.frame
+    shown = frame["kind"].isin(("manifest", "trial")).to_numpy()
+    created = frame["created_at"].to_numpy(dtype=object)
+    return {name: (max(created[rows[shown[rows]]]) if shown[rows].any() else None) for name, rows in positions.items()}
+
+
+def present_predictions(table: RecordTable, positions: dict[str, np.ndarray], present: set[str]) -> dict[str, frozenset]:
+    """Return, per campaign, its trials' prediction files that are in the runs folder (a view names the others)."""
+    paths = table.frame["predictions_path"].to_numpy(dtype=object)
+    found = {}
+    for name, rows in positions.items():
+        # The listing's paths are normal already: a path found as it is needs no normpath (100,000 calls).
+        named = {path if path in present else posixpath.normpath(path) for path in paths[rows] if isinstance(path, str)}
+        found[name] = frozenset(named & present)
+    return found
+
+
+def campaign_keys(table: RecordTable, positions: dict, shared: str, problems: list[str], present: dict, notes: dict,
+                  sheets: dict, stamps: dict) -> dict[str, str]:
+    """Hash, per campaign, everything its pages are made from (see the module's docstring)."""
+    records = records_keys(table, positions)
+    own = problems_by_campaign(problems, positions)
+    keys = {}
+    for name in positions:
+        digest = hashlib.sha256(f"{shared}\0{records[name]}".encode())
+        digest.update(json.dumps([own[name], sorted(present[name])]).encode("utf-8", "surrogateescape"))
+        digest.update(json.dumps([(n.slug, n.meta, n.html) for n in notes.get(name, ())], sort_keys=True).encode())
+        # A sheet's outcome shows on the campaign and qualification pages: a changed sheet renders them again.
+        digest.update(repr([(s.source, s.outcome, s.criteria, s.total, s.configuration) for s in sheets.get(name, ())]).encode())
+        keys[name] = digest.hexdigest() + stamps[name]
+    return keys
+
+
+def summary(view: CampaignView, sizing: list[dict]) -> dict:
+    """Return what the index, sizing and note pages show of a campaign: plain data, kept in the build state."""
+    corpus = view.corpus
+    ran = bool(view.manifests or view.trials)
+    return {"name": view.name, "title": view.title,
+            "corpus": {key: corpus.get(key) for key in ("source_name", "path", "entries", "split", "fingerprint")} if corpus else None,
+            "first_at": view.first_at if ran else None, "last_at": view.last_at if ran else None,
+            "trials_ok": sum(trial["status"] == "ok" for trial in view.trials), "trials_failed": len(view.failures),
+            "variants": {variant.name: f"variant-{variant.key}" for variant in reversed(view.variants)}, "sizing": sizing}

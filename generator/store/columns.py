@@ -1,0 +1,218 @@
+"""The columnar record cache: each records file is parsed and checked once on a machine, then read back as Arrow columns.
+
+A cache file holds, for the complete lines of one records file, a row per record (where its line lies, its id, kind,
+campaign and the trial figures a table needs) and the problems of the lines that are not records. It is keyed like the
+records it stands for: the length and sha256 of the prefix it covers. A reader checks that hash against the records file
+and the cache file's own checksum; on any mismatch (a record rewritten, a cache file cut short, flipped or written by
+another version) the cache is ignored and rebuilt from the records. Lines appended since are parsed and added.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import mmap
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+
+from iteralab.core.errors import UserError
+from iteralab.core.files import cache_root, write_atomically
+from iteralab.store import records
+from iteralab.store.records import KINDS
+
+FORMAT = 1  # of the cache file; a change of columns or layout bumps it, and older cache files are then rebuilt
+MAGIC = b"iteralab-columns\n"
+SCHEMA = pa.schema([
+    ("line", pa.int32()), ("offset", pa.int64()), ("length", pa.int32()),
+    ("record_id", pa.string()), ("kind", pa.string()), ("campaign", pa.string()), ("created_at", pa.string()),
+    ("run_id", pa.string()), ("variant", pa.string()), ("status", pa.string()), ("sequence", pa.int64()),
+    ("measured_window_ns", pa.int64()), ("predictions_path", pa.string()),
+])
+
+
+@cache
+def _schemas_digest() -> str:
+    """Hash the record schemas: a cache made under other schemas checked its lines against other rules."""
+    folder = resources.files("iteralab.store") / "schemas"
+    digest = hashlib.sha256(f"{records.SCHEMA_VERSION}|{FORMAT}".encode())
+    for kind in ("common", *KINDS):
+        digest.update((folder / f"{kind}.schema.json").read_bytes())
+    return digest.hexdigest()
+
+
+def _cache_file(path: Path) -> Path:
+    key = hashlib.sha256(str(Path(path).resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return cache_root() / "columns" / f"{key}.arrow"
+
+
+class Cached:
+    """What a cache file says about the first SIZE bytes of a records file."""
+
+    def __init__(self, header: dict, table: pa.Table):
+        self.size, self.sha256, self.lines = header["size"], header["sha256"], header["lines"]
+        self.problems = [(int(line), str(message)) for line, message in header["problems"]]
+        self.table = table
+
+
+def read_cache(path: Path) -> Cached | None:
+    """Return the cache of records file PATH, or None when there is none that can be trusted as written."""
+    try:
+        with open(_cache_file(path), "rb") as handle:
+            blob = handle.read()
+        if not blob.startswith(MAGIC):
+            return None
+        end = blob.index(b"\n", len(MAGIC))
+        header = json.loads(blob[len(MAGIC):end])
+        payload = memoryview(blob)[end + 1:]
+        if (header.get("format") != FORMAT or header.get("schemas") != _schemas_digest()
+                or hashlib.sha256(payload).hexdigest() != header.get("payload")):
+            return None
+        table = pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
+        if not table.schema.equals(SCHEMA):
+            return None
+        return Cached(header, table)
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
+        return None  # unreadable, cut short or of another layout: rebuilt from the records
+
+
+def write_cache(path: Path, sha256: str, size: int, lines: int, problems: list[tuple[int, str]], table: pa.Table) -> None:
+    """Remember TABLE and PROBLEMS for the first SIZE bytes (LINES lines, hashing to SHA256) of records file PATH."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, SCHEMA) as writer:
+        writer.write_table(table)
+    payload = sink.getvalue().to_pybytes()
+    header = {"format": FORMAT, "schemas": _schemas_digest(), "size": size, "lines": lines,
+              "sha256": sha256, "problems": problems,
+              "payload": hashlib.sha256(payload).hexdigest()}
+    target = _cache_file(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Replaced whole under a name of its own: two builds at once each leave a complete cache, never a mix.
+        write_atomically(target, MAGIC + json.dumps(header).encode() + b"\n" + payload)
+    except OSError:
+        pass  # a cache that cannot be written only costs the next reader time
+
+
+def file_columns(path: Path) -> tuple[pa.Table, list[tuple[int, str]], str]:
+    """Return a row per record of records file PATH, its problems as (line, message) and the sha256 of its complete lines.
+
+    Only the lines the cache does not cover are parsed and checked.
+    """
+    with open(path, "rb") as handle, mapped(handle) as data:
+        cached = read_cache(path)
+        if cached is not None and (cached.size > len(data) or _sha256(data, cached.size) != cached.sha256):
+            cached = None  # the records under the cache were rewritten: every line is parsed and checked again
+        start, first_line = (cached.size, cached.lines + 1) if cached else (0, 1)
+        rows, problems, new_lines = _parse(data, start, first_line)
+        complete = data.rfind(b"\n") + 1
+        table = _table(rows)
+        if cached is not None:
+            table = pa.concat_tables([cached.table, table]) if rows else cached.table
+            problems = cached.problems + problems
+        digest = cached.sha256 if cached is not None and complete == cached.size else _sha256(data, complete)
+        if new_lines:
+            write_cache(path, digest, complete, first_line - 1 + new_lines, problems, table)
+        if complete < len(data):  # a write cut off: said every time it is read, never cached
+            problems.append((first_line + new_lines, "incomplete last line (a write was cut off); it is skipped"))
+    return table, problems, digest
+
+
+def _sha256(data, size: int) -> str:
+    with memoryview(data) as view:  # no copy of the mapped file; released before the map is closed
+        return hashlib.sha256(view[:size]).hexdigest()
+
+
+@contextlib.contextmanager
+def mapped(handle):
+    """Map an open file read-only (an empty file maps to b'')."""
+    try:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except ValueError:  # empty file
+        yield b""
+        return
+    try:
+        yield mapped
+    finally:
+        mapped.close()
+
+
+def _parse(data, start: int, first_line: int) -> tuple[list[tuple], list[tuple[int, str]], int]:
+    """Parse and check the complete lines of DATA from byte START, numbered from FIRST_LINE; count them too."""
+    rows, problems = [], []
+    complete = data.rfind(b"\n") + 1
+    offset, number = start, first_line
+    while offset < complete:
+        end = data.find(b"\n", offset)
+        raw = data[offset:end]
+        if raw.strip():
+            record, problem = parse_line(raw)
+            if problem:
+                problems.append((number, problem))
+            else:
+                rows.append(_row(record, number, offset, end - offset))
+        offset, number = end + 1, number + 1
+    return rows, problems, number - first_line
+
+
+def _row(record: dict, line: int, offset: int, length: int) -> tuple:
+    phases = record.get("phases") or {}
+    window = (phases.get("measured_window") or {}).get("duration_ns")
+    predictions = record.get("predictions")
+    return (line, offset, length, record["record_id"], record["kind"], record["campaign"], record["created_at"],
+            record.get("run_id"), record.get("variant"), record.get("status"), record.get("sequence"),
+            window if isinstance(window, int) else None, predictions.get("path") if isinstance(predictions, dict) else None)
+
+
+def _table(rows: list[tuple]) -> pa.Table:
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in SCHEMA]
+    return pa.table([pa.array(values, type=field.type) for values, field in zip(columns, SCHEMA, strict=True)], schema=SCHEMA)
+
+
+def parse_line(raw: bytes, *, check: bool = True) -> tuple[dict | None, str | None]:
+    """Return the record on line RAW, upgraded to the current version, or what is wrong with it."""
+    try:
+        record = orjson.loads(raw)
+    except (json.JSONDecodeError, ValueError) as error:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None, "not valid UTF-8"
+        try:
+            json.loads(raw)  # the standard library's message names the column
+        except json.JSONDecodeError as detailed:
+            return None, f"not valid JSON ({detailed.msg}, column {detailed.colno})"
+        return None, f"not valid JSON ({error})"
+    if not isinstance(record, dict):
+        return None, f"a record must be a JSON object, not {type(record).__name__}"
+    try:
+        record = records.upgrade(record)
+    except UserError as error:
+        return None, str(error)
+    if not check:
+        return record, None
+    problems = records.validate(record)
+    if problems:
+        return None, "; ".join(problems)
+    return record, None
+
+
+def empty_table() -> pa.Table:
+    """Return the columns of no records, with the file column the loader adds."""
+    return _table([]).append_column("file", pa.array([], type=pa.int32()))
+
+
+def to_frame(table: pa.Table):
+    """Return TABLE as pandas: text as pandas strings, whole numbers nullable (a trial figure missing is empty, not 0)."""
+    import pandas as pd
+
+    nullable = ["sequence", "measured_window_ns"]
+    frame = table.drop_columns(nullable).to_pandas()
+    whole = table.select(nullable).to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+    for name in nullable:
+        frame[name] = whole[name].array
+    return frame
