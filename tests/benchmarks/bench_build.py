@@ -6,14 +6,16 @@ campaign is instead a copy of the first run found in RUNS (real records and pred
 fresh ids, its trials repeated with fresh ids up to TRIALS_PER_CAMPAIGN.
 Durations and accuracies are drawn per campaign, so every campaign has charts of its own (none cached),
 and every trial has its own prediction file of 100 entries, which the site copies and bundles.
-Reports seconds, trials per second, the no-change rebuild as a ratio of the full build, and a full build
-into an empty folder whose charts are all in the chart cache already (vl-convert's share set apart).
+Reports seconds, trials per second, the no-change rebuild as a ratio of the full build, a full build
+into an empty folder whose charts are all in the chart cache already (vl-convert's share set apart), and a build
+after one more campaign is added. The record cache starts empty (in the temporary folder).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import random
 import resource
 import subprocess
@@ -23,13 +25,13 @@ import time
 from pathlib import Path
 
 
-def make_runs(folder: Path, campaigns: int, trials: int) -> None:
+def make_runs(folder: Path, campaigns: int, trials: int, first: int = 0) -> None:
     import json
 
     from iteralab.store import records
     from tests import factory
 
-    for index in range(campaigns):
+    for index in range(first, first + campaigns):
         # Figures differ from campaign to campaign, as real ones do, so no chart is reused from another campaign.
         rng = random.Random(index)
         manifest = factory.manifest(f"camp{index:04d}", f"run-{index:04d}")
@@ -52,7 +54,7 @@ def make_runs(folder: Path, campaigns: int, trials: int) -> None:
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def copy_real_runs(folder: Path, campaigns: int, trials: int, source: Path) -> None:
+def copy_real_runs(folder: Path, campaigns: int, trials: int, source: Path, first: int = 0) -> None:
     """Write CAMPAIGNS copies of SOURCE's first run: same figures and prediction files, fresh campaign, run and record ids."""
     import json
     import shutil
@@ -64,7 +66,7 @@ def copy_real_runs(folder: Path, campaigns: int, trials: int, source: Path) -> N
     real = [t for t in loaded.of_kind("trial") if t["manifest_id"] == manifest["record_id"]]
     if not real:
         raise SystemExit(f"{source}: its first run has no trial to copy; run make demo first")
-    for index in range(campaigns):
+    for index in range(first, first + campaigns):
         name, run_id = f"real{index:04d}", f"run-real-{index:04d}"
         copy = {**manifest, "campaign": name, "run_id": run_id, "record_id": records.new_id("manifest")}
         lines = [json.dumps(copy, sort_keys=True)]
@@ -87,6 +89,14 @@ def copy_real_runs(folder: Path, campaigns: int, trials: int, source: Path) -> N
             shutil.copyfile(corpus, folder / name / "inputs" / corpus.name)
 
 
+def add(real: Path | None, runs: Path, campaigns: int, trials: int, first: int = 0) -> None:
+    """Add CAMPAIGNS campaigns, numbered from FIRST: copies of REAL's first run, or synthetic ones."""
+    if real:
+        copy_real_runs(runs, campaigns, trials, real, first)
+    else:
+        make_runs(runs, campaigns, trials, first)
+
+
 def main() -> None:
     from iteralab.site.build import build_site
 
@@ -95,8 +105,7 @@ def main() -> None:
     parser.add_argument("--real", type=Path, metavar="RUNS", help="copy the first run of this runs folder, not synthetic records")
     options = parser.parse_args()
     if len(options.sizes) > 1:
-        # One process per size: a build that drew charts in this process (small ones render alone) leaves
-        # vl-convert's threads running, and a threaded process is never forked, so later sizes would run on one core.
+        # One process per size: each size's peak memory is its own.
         for size in options.sizes:
             real = ["--real", str(options.real)] if options.real else []
             subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_build", "--sizes", size, *real], check=True)
@@ -105,10 +114,8 @@ def main() -> None:
         campaigns, trials = map(int, size.split("x"))
         with tempfile.TemporaryDirectory() as folder:
             root = Path(folder)
-            if options.real:
-                copy_real_runs(root / "runs", campaigns, trials, options.real)
-            else:
-                make_runs(root / "runs", campaigns, trials)
+            os.environ["ITERALAB_CACHE_DIR"] = str(root / "cache")  # the record cache starts cold, the user's is left alone
+            add(options.real, root / "runs", campaigns, trials)
             start = time.perf_counter()
             first = build_site(runs=root / "runs", out=root / "site", chart_cache=root / "charts")
             full = time.perf_counter() - start
@@ -120,6 +127,11 @@ def main() -> None:
             start = time.perf_counter()
             build_site(runs=root / "runs", out=root / "fresh", chart_cache=root / "charts")
             cached_charts = time.perf_counter() - start
+            add(options.real, root / "runs", 1, trials, campaigns)  # one more campaign, as a new run adds it
+            start = time.perf_counter()
+            result = build_site(runs=root / "runs", out=root / "site", chart_cache=root / "charts")
+            appended = time.perf_counter() - start
+            assert len(result["rendered"]) == 1, result["rendered"]
         total = campaigns * trials
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -127,7 +139,7 @@ def main() -> None:
         print(f"{kind}: {campaigns} campaigns x {trials} trials = {total} trials on {processes} process(es): "
               f"full build {full:.1f} s ({total / full:.0f} trials/s), no-change rebuild {again:.2f} s "
               f"({again / full:.3f} of the full build), full build into an empty folder with every chart already "
-              f"in the chart cache {cached_charts:.1f} s; peak RSS {peak:.0f} MiB"
+              f"in the chart cache {cached_charts:.1f} s, one campaign appended {appended:.2f} s; peak RSS {peak:.0f} MiB"
               + (f" (largest worker {workers:.0f} MiB)" if processes > 1 else ""))
 
 

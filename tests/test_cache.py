@@ -1,0 +1,138 @@
+"""The columnar record cache (issue #22): never trusted blindly, and the site is the same with it or without it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iteralab.site.build import build_site
+from iteralab.store import columns, reading, records
+
+FIXTURE = Path(__file__).parent / "fixtures" / "demo-runs"
+TRIALS_FILE = "demo-rotten-tomatoes/records/run-vm-20261203T062412Z-7432b5c24c0c.jsonl"
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1790000000")
+    copy = tmp_path / "runs"
+    shutil.copytree(FIXTURE, copy)
+    return copy
+
+
+@pytest.fixture
+def checked(monkeypatch):
+    """Count the records checked against the schemas (each line read from the records rather than the cache)."""
+    seen = []
+    original = records.validate
+    monkeypatch.setattr(records, "validate", lambda record: seen.append(record["record_id"]) or original(record))
+    return seen
+
+
+def everything(runs: Path) -> tuple:
+    loaded = reading.load(runs)
+    return loaded.records, loaded.sources, loaded.problems
+
+
+def tree(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def test_a_warm_read_checks_nothing_again_and_gives_what_a_cold_one_gave(runs, checked):
+    cold = everything(runs)
+    assert len(checked) == 25 and len(cold[0]) == 25
+    checked.clear()
+    table = reading.load_table(runs)
+    assert checked == [] and len(table.frame) == 25  # every row came from the cache
+    assert everything(runs) == cold and checked == []
+    trials = table.frame[table.frame["kind"] == "trial"]
+    assert trials["measured_window_ns"].notna().sum() == (trials["status"] == "ok").sum()  # a failed trial's figure is empty
+
+
+def _truncate(blob: bytes) -> bytes:
+    return blob[: len(blob) // 2]
+
+
+def _flip(blob: bytes) -> bytes:
+    middle = len(blob) - 200  # inside the Arrow payload, past the header line
+    return blob[:middle] + bytes([blob[middle] ^ 0x01]) + blob[middle + 1:]
+
+
+def _other_version(blob: bytes) -> bytes:
+    end = blob.index(b"\n", len(columns.MAGIC))
+    header = json.loads(blob[len(columns.MAGIC):end])
+    return columns.MAGIC + json.dumps({**header, "format": columns.FORMAT + 1}).encode() + blob[end:]
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip, _other_version, lambda blob: b""], ids=["truncated", "bit-flip",
+                                                                                            "other-version", "emptied"])
+def test_a_damaged_cache_file_is_detected_and_rebuilt_from_the_records(runs, checked, damage):
+    cold = everything(runs)
+    caches = sorted((runs.parent / "cache" / "columns").glob("*.arrow"))
+    assert len(caches) == 5  # one per records file
+    for cache in caches:
+        cache.write_bytes(damage(cache.read_bytes()))
+    checked.clear()
+    assert everything(runs) == cold
+    assert len(checked) == 25  # every line parsed and checked again
+    assert all(columns.read_cache(path) is not None for path in reading.record_files(runs))  # and the cache made anew
+    checked.clear()
+    assert everything(runs) == cold and checked == []
+
+
+def test_a_records_file_rewritten_under_its_cache_is_read_again(runs, checked):
+    everything(runs)
+    path = runs / TRIALS_FILE
+    data = path.read_bytes()
+    line = data.split(b"\n")[1]
+    trial = json.loads(line)
+    edited = {**trial, "throughput_entries_per_s": trial["throughput_entries_per_s"] + 1}
+    replacement = json.dumps(edited, sort_keys=True).encode()
+    path.write_bytes(data.replace(line, replacement, 1))
+    checked.clear()
+    loaded = reading.load(runs)
+    assert len(checked) == 21  # the whole file checked again, not only what follows the old prefix
+    assert next(r for r in loaded.records if r["record_id"] == trial["record_id"]) == edited
+
+
+def test_lines_appended_after_the_cache_are_the_only_ones_checked(runs, checked):
+    everything(runs)
+    path = runs / TRIALS_FILE
+    trial = json.loads(path.read_bytes().split(b"\n")[1])
+    records.append(runs, {**trial, "record_id": records.new_id("trial"), "sequence": 999})
+    checked.clear()
+    assert len(reading.load(runs).records) == 26 and len(checked) == 1
+
+
+def test_the_site_is_byte_identical_with_a_warm_cache_a_cold_one_and_a_damaged_one(runs, tmp_path):
+    build_site(runs=runs, out=tmp_path / "cold" / "site")
+    assert list((tmp_path / "cache" / "columns").glob("*.arrow"))
+    build_site(runs=runs, out=tmp_path / "warm" / "site")
+    for cache in (tmp_path / "cache" / "columns").glob("*.arrow"):
+        cache.write_bytes(_flip(cache.read_bytes()))
+    build_site(runs=runs, out=tmp_path / "damaged" / "site")
+    cold = tree(tmp_path / "cold" / "site")
+    assert len(cold) > 20
+    assert tree(tmp_path / "warm" / "site") == cold == tree(tmp_path / "damaged" / "site")
+
+
+def test_two_builds_at_once_leave_a_sound_cache_and_the_same_site(runs, tmp_path):
+    """Both start cold and write every cache file at the same time; neither sees a half-written one."""
+    command = [sys.executable, "-m", "iteralab", "build", "--runs", str(runs), "--out"]
+    both = [subprocess.Popen([*command, str(tmp_path / name / "site")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for name in ("first", "second")]
+    for process in both:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0 and "Traceback" not in err, out + err
+    assert all(columns.read_cache(path) is not None for path in reading.record_files(runs))
+    build_site(runs=runs, out=tmp_path / "after" / "site")
+    after = tree(tmp_path / "after" / "site")
+    assert tree(tmp_path / "first" / "site") == after == tree(tmp_path / "second" / "site")
