@@ -115,10 +115,10 @@ def browser(chromium_path):
 
 
 def page_paths(site):
-    # Every trial page of the first campaign: the failed trial's phase table is the widest (regression: a random pick).
-    trials = {f"trial {path.stem}": path for path in sorted((site / "campaigns" / "camp" / "trials").glob("*.html"))}
+    # The trials page holds every trial of the campaign: the failed trial's phase table is the widest.
     merged = site / "campaigns" / "merged"
-    return {"index": site / "index.html", "campaign": site / "campaigns" / "camp" / "index.html", **trials,
+    return {"index": site / "index.html", "campaign": site / "campaigns" / "camp" / "index.html",
+            "trials": site / "campaigns" / "camp" / "trials.html",
             "note": site / "notes" / "decision.html", "catalog": site / "catalog.html", "sizing": site / "sizing.html",
             "qualification": merged / "qualification.html", "decision": merged / "decision.html",
             "merged campaign": merged / "index.html", "decision without question": site / "campaigns" / "camp" / "decision.html",
@@ -129,6 +129,41 @@ def axe_violations(page) -> list:
     page.add_script_tag(path=str(AXE))
     result = page.evaluate("() => axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}})")
     return [(v["id"], v["help"], [n["target"] for n in v["nodes"]][:3]) for v in result["violations"]]
+
+
+def test_an_old_trial_link_leads_to_its_section_and_the_404_page_is_accessible(site, browser):
+    """Regression for #22: one trials page per campaign; a link to a trial page or prediction copy of an older site
+    lands on the trial's section, through the 404 page that iteralab serve (and most static hosts) answer with."""
+    import threading
+
+    from bs4 import BeautifulSoup
+
+    from iteralab.site.serve import server
+
+    trial_ids = [article["id"] for article in BeautifulSoup((site / "campaigns" / "camp" / "trials.html").read_text(encoding="utf-8"),
+                                                            "html.parser").select("article.trial")]
+    assert len(trial_ids) > 1
+    httpd = server(out=site, port=0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{httpd.server_address[1]}"
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        for old in (f"campaigns/camp/trials/{trial_ids[1]}.html", f"campaigns/camp/predictions/{trial_ids[1]}.csv"):
+            page.goto(f"{base}/{old}")
+            page.wait_for_url(f"{base}/campaigns/camp/trials.html#{trial_ids[1]}")
+            assert page.evaluate("document.querySelector(':target').id") == trial_ids[1]
+        response = page.goto(f"{base}/no/such/page.html", wait_until="load")
+        assert response.status == 404 and page.title().startswith("Not here")
+        assert page.evaluate("getComputedStyle(document.body).fontFamily") != "", "its stylesheet loads at any depth"
+        assert axe_violations(page) == [] and errors == []
+        page.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
 
 
 @pytest.mark.slow
@@ -148,8 +183,9 @@ def test_every_page_type_loads_offline_accessible_and_no_wider_than_the_window(s
         assert screenshot.stat().st_size > 1000
         # Wide tables scroll inside their own box: the page never scrolls sideways at 1,280 px.
         assert page.evaluate("document.documentElement.scrollWidth") <= 1280, name
-        if name.startswith("trial "):  # five columns fit at 1,280 px: long 'not reached: …' reasons wrap in their cell
-            assert page.evaluate("(r => r.scrollWidth <= r.clientWidth)(document.querySelector('#phases .scroll'))"), name
+        if name == "trials":  # five columns fit at 1,280 px: long 'not reached: …' reasons wrap in their cell
+            assert page.evaluate("(rs => rs.length > 1 && rs.every(r => r.scrollWidth <= r.clientWidth))"
+                                 "([...document.querySelectorAll('.trial section[id$=\"-phases\"] .scroll')])"), name
         assert errors == [], (name, errors)
         assert outside == [], (name, outside)
         assert dialogs == [], (name, dialogs)

@@ -183,7 +183,8 @@ def test_record_strings_never_reach_a_page_unescaped(title, variant, error, mode
         build_site(runs=runs, out=Path(folder) / "site", chart_cache=Path(folder) / "charts")
         for path in (Path(folder) / "site").rglob("*.html"):
             page = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
-            assert page.find("script") is None and page.find("b") is None, path
+            # The one script is the 404 page's own (it leads an old trial link to trials.html), the same in every build.
+            assert len(page.find_all("script")) == (path.name == "404.html") and page.find("b") is None, path
 
 
 def _set_path(record: dict, path: tuple, value) -> dict:

@@ -101,11 +101,11 @@ def test_a_run_killed_at_several_points_resumes_with_every_planned_trial_exactly
     rows = page.select("#resumptions tbody tr")
     assert [row.find_all("td")[1].get_text() for row in rows] == [moment(r["created_at"]) for r in resumptions]
     assert "applied again" in page.select_one("#resumptions").get_text()
-    trial_page = BeautifulSoup((site / "trials" / f"{interrupted[0]['record_id']}.html").read_text(encoding="utf-8"), "html.parser")
-    assert f"started {moment(interrupted[0]['started_at'])}" in trial_page.select_one("#in-flight").get_text()
+    trials_page = BeautifulSoup((site / "trials.html").read_text(encoding="utf-8"), "html.parser")
+    in_flight = trials_page.select_one(f"#{interrupted[0]['record_id']} .in-flight")
+    assert f"started {moment(interrupted[0]['started_at'])}" in in_flight.get_text()
     later = max(trials, key=lambda t: t["created_at"])
-    later_page = BeautifulSoup((site / "trials" / f"{later['record_id']}.html").read_text(encoding="utf-8"), "html.parser")
-    assert "the warm-up rule was applied again" in later_page.select_one("#after-resumption").get_text()
+    assert "the warm-up rule was applied again" in trials_page.select_one(f"#{later['record_id']} .after-resumption").get_text()
 
 
 def _unfinished_copy(runs, manifest, **changes) -> dict:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 import os
 import statistics
+import subprocess
+import sys
 import threading
+import zipfile
 
 import pytest
 from bs4 import BeautifulSoup
@@ -102,12 +105,12 @@ def test_distinct_corpora_count_once_and_unlinked_spend_is_never_divided_by_them
 def test_record_strings_are_escaped(site):
     for path in site.rglob("*.html"):
         page = soup(path)
-        assert not page.find("script"), path
+        # The one script is the 404 page's own: it leads an old trial link to its section of trials.html.
+        assert len(page.find_all("script")) == (path.name == "404.html"), path
         assert not page.find("b", string="bold"), path
     index = soup(site / "index.html")
     assert "Reviews <b>bold</b>" in index.get_text()
-    trial_pages = list((site / "campaigns" / "broken" / "trials").glob("*.html"))
-    assert "OSError: <no weights>" in soup(trial_pages[0]).get_text()
+    assert "OSError: <no weights>" in soup(site / "campaigns" / "broken" / "trials.html").get_text()
 
 
 def test_missing_values_are_empty_with_a_reason_never_zero(site):
@@ -177,14 +180,24 @@ def test_charts_are_inline_svg_with_their_data_beside_them(site):
 
 
 def test_every_link_is_relative_and_resolves(site):
+    """Every link leads to a file of the site, and a link to a section (trials.html#TRIAL_ID) to an element with that id."""
+    ids = {}
     for path in site.rglob("*.html"):
         page = soup(path)
         for tag in page.find_all(["a", "link"], href=True):
-            href = tag["href"].split("#")[0]
+            href, _, fragment = tag["href"].partition("#")
             if not href:
                 continue
+            if path.name == "404.html":  # served for a missing path at any depth: its links start at the site's root
+                assert href.startswith("/") and (site / href.lstrip("/")).exists(), href
+                continue
             assert "://" not in href and not href.startswith("/"), (path, href)
-            assert (path.parent / href).resolve().exists(), (path, href)
+            target = (path.parent / href).resolve()
+            assert target.exists(), (path, href)
+            if fragment and target.suffix == ".html":
+                if target not in ids:
+                    ids[target] = {tag["id"] for tag in soup(target).find_all(id=True)}
+                assert fragment in ids[target], (path, tag["href"])
 
 
 def test_two_builds_of_the_same_records_are_byte_identical(runs, tmp_path, monkeypatch):
@@ -321,6 +334,18 @@ def test_a_process_running_other_threads_still_renders_on_several_processes():
     assert workers.choose_workers(None, 10, 10) == 1  # too little work to start workers
 
 
+def test_a_script_without_a_main_guard_builds_on_two_processes(runs, tmp_path):
+    """Spawned workers do not import the caller's script: unguarded, each worker would run the build again, fail, and
+    be started anew without end (seen while measuring #22)."""
+    script = tmp_path / "build_it.py"
+    script.write_text("from iteralab.site.build import build_site\n"
+                      f"result = build_site(runs={str(runs)!r}, out={str(tmp_path / 'site')!r}, processes=2)\n"
+                      "print('processes', result['processes'], 'rendered', len(result['rendered']))\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "processes 2 rendered 2"
+
+
 def test_a_missing_prediction_file_is_listed_and_restoring_it_rebuilds_the_campaign(runs, tmp_path):
     """Regression for #7: prediction files are found from one listing of runs/, not one check per trial."""
     out = tmp_path / "site"
@@ -328,14 +353,17 @@ def test_a_missing_prediction_file_is_listed_and_restoring_it_rebuilds_the_campa
     problems = soup(out / "campaigns" / "camp" / "index.html").select("#problems code")
     assert any("camp/predictions/p.csv: prediction file of trial" in problem.get_text() for problem in problems)
     trial = next(t for t in reading.load(runs).of_kind("trial") if t["campaign"] == "camp" and t["status"] == "ok")
-    assert "is missing from the runs folder" in (out / "campaigns" / "camp" / "trials" / f"{trial['record_id']}.html").read_text()
+    section = soup(out / "campaigns" / "camp" / "trials.html").find(id=trial["record_id"])
+    assert "is missing from the runs folder" in section.get_text()
 
     (runs / "camp" / "predictions").mkdir(parents=True)
     (runs / "camp" / "predictions" / "p.csv").write_text("id,label,score\ne1,pos,0.9\n", encoding="utf-8")
     assert build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")["rendered"] == ["camp"]
     assert not soup(out / "campaigns" / "camp" / "index.html").select("#problems code")
-    copied = out / "campaigns" / "camp" / "predictions" / f"{trial['record_id']}.csv"
-    assert copied.read_text(encoding="utf-8") == "id,label,score\ne1,pos,0.9\n"
+    with zipfile.ZipFile(out / "campaigns" / "camp" / "evidence-camp.zip") as bundle:  # predictions travel in the bundle
+        assert bundle.read("camp-evidence/data/predictions/p.csv") == b"id,label,score\ne1,pos,0.9\n"
+    section = soup(out / "campaigns" / "camp" / "trials.html").find(id=trial["record_id"])
+    assert "data/predictions/p.csv in the evidence bundle evidence-camp.zip" in section.get_text(" ", strip=True)
 
 
 def test_the_runs_listing_matches_the_loaders_and_survives_a_link_loop(tmp_path):

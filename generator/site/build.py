@@ -8,6 +8,8 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
+import orjson
+
 from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder, sheets_folder
 from iteralab.decision.qualification import qualify, sheet_campaigns
@@ -17,7 +19,7 @@ from iteralab.site.notes import load_notes, note_problems
 from iteralab.site.output import STATE_FILE, Writer, build_stamp, inputs_digest, list_files, shared_key
 from iteralab.site.pages import Places, catalog_rows, render_part
 from iteralab.site.render import TEMPLATES, jinja_environment
-from iteralab.store.reading import load_table
+from iteralab.store.reading import is_records_file, load_table
 from iteralab.store.records import KINDS
 
 
@@ -53,7 +55,8 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
         return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "processes": 1,
                 "written": 0, "unchanged": 0, "problems": state.get("problems", []), "failed": state.get("failed", {})}
     # The record table (columns only), then keys per campaign; only changed campaigns' records are read whole.
-    table = load_table(runs)
+    # The listing names the records files already: walking 100,000 prediction files again took half a second.
+    table = load_table(runs, sorted(runs / relative for relative, _ in runs_files if is_records_file(relative)))
     price_catalog = load_catalog(catalog)
     all_notes = load_notes(places.notes)
     plan = _plan(table, runs_files, sheets_dir, price_catalog, all_notes)
@@ -78,9 +81,9 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
     common = {"stamp": build_stamp(max((at for at in plan["newest"].values() if at), default=None)), "catalog": price_catalog}
     problems = problems + plan["sheet_problems"] + note_problems(all_notes, summaries)
     _write_shared_pages(writer, summaries, all_notes, answers, problems, {**common, "failed": failed})
-    writer.write(STATE_FILE, json.dumps({"format": incremental.STATE_FORMAT, "inputs": inputs, "campaigns": keys,
-                                         "summaries": summaries, "answers": {name: answers[name] for name in names},
-                                         "problems": problems, "failed": failed}, indent=1, sort_keys=True) + "\n")
+    state = {"format": incremental.STATE_FORMAT, "inputs": inputs, "campaigns": keys, "summaries": summaries,
+             "answers": {name: answers[name] for name in names}, "problems": problems, "failed": failed}
+    writer.write(STATE_FILE, orjson.dumps(state, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE))
     return {"index": out / "index.html", "campaigns": len(names), "rendered": stale, "processes": count,
             "written": writer.written, "unchanged": writer.kept, "problems": problems, "failed": failed}
 
@@ -135,6 +138,8 @@ def _write_shared_pages(writer: Writer, summaries: dict, all_notes: list, answer
     env = jinja_environment()
     writer.write("index.html", env.get_template("index.html").render(root="", campaigns=list(summaries.values()), notes=all_notes,
                                                                       answers=answers, problems=problems, **common))
+    # Served for any missing path (iteralab serve, most static hosts) at any depth: its links start at the host's root.
+    writer.write("404.html", env.get_template("404.html").render(root="/", **common))
     writer.write("catalog.html", env.get_template("catalog.html").render(root="", rows=catalog_rows(common["catalog"]), **common))
     rows = [row for summary in summaries.values() for row in summary["sizing"]]
     writer.write("sizing.html", env.get_template("sizing.html").render(root="", rows=rows, **common))

@@ -6,9 +6,10 @@ import contextlib
 import hashlib
 import json
 from functools import cache
+from importlib import metadata
 from pathlib import Path
 
-from iteralab.core.files import write_atomically
+from iteralab.core.files import cache_root, write_atomically
 
 WIDTH = 520
 DATASET = "table"
@@ -47,7 +48,7 @@ def _spec(chart) -> dict:
 
 @cache
 def _altair_specs() -> dict:
-    """Return the Vega-Lite spec of each chart kind over the named dataset (pure Python: safe to build before a fork)."""
+    """Return the Vega-Lite spec of each chart kind over the named dataset."""
     import altair as alt
 
     base = alt.Chart(alt.NamedData(DATASET)).encode(y=alt.Y("variant:N", sort=None, title=None))
@@ -78,18 +79,22 @@ def _altair_specs() -> dict:
 
 @cache
 def _template(kind: str) -> dict:
-    """Compile one chart kind to Vega once per process; the rows are filled in per chart."""
+    """Compile one chart kind to Vega once per machine (kept in the cache folder); the rows are filled in per chart."""
+    # Compiling Vega-Lite to Vega does not depend on the rows, so it is not repeated for every chart; importing Altair
+    # and compiling the kinds took a second in every build process. The key is everything the compiled spec comes from.
+    key = hashlib.sha256("|".join([kind, metadata.version("altair"), metadata.version("vl-convert-python"),
+                                   json.dumps(CONFIG, sort_keys=True)]).encode() + Path(__file__).read_bytes()).hexdigest()
+    stored = cache_root() / "vega" / f"{key}.json"
+    with contextlib.suppress(OSError, ValueError):
+        return json.loads(stored.read_text(encoding="utf-8"))
     import vl_convert
 
-    # Compiling Vega-Lite to Vega does not depend on the rows, so it is not repeated for every chart.
     vega = vl_convert.vegalite_to_vega({**_altair_specs()[kind], "config": CONFIG, "datasets": {DATASET: []}})
     vega.pop("$schema", None)
+    with contextlib.suppress(OSError):
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(stored, json.dumps(vega, sort_keys=True))
     return vega
-
-
-def prepare() -> None:
-    """Build the chart specs now, so forked workers share them (the renderer itself starts in each worker)."""
-    _altair_specs()
 
 
 def _render(template: dict, rows: list[dict], cache_dir: Path | None) -> str:

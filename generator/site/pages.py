@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,20 +114,23 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
         sizing=sizing_rows([view]), report=report, **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
         root="../../", view=view, report=report, charts=decision_charts(report, places.chart_cache), **common))
-    _trial_pages(writer, env, view, places.runs, common)
+    _trials_page(writer, env, view, bundle_info["name"], common)
     writer.write(f"{base}/trials.csv", table_csv)
     writer.write(f"{base}/qualification.html", env.get_template("qualification.html").render(
         root="../../", view=view, sheets=list(job.sheets), **common))
 
 
-def _trial_pages(writer: Writer, env, view: CampaignView, runs: Path, common: dict) -> None:
+def _trials_page(writer: Writer, env, view: CampaignView, bundle_name: str, common: dict) -> None:
+    """Write every trial on one page, each at its own anchor (trials.html#TRIAL_ID), and each manifest as JSON.
+
+    One page per campaign, not per trial: creating a file costs more than rendering its content, and 100,000 trials made
+    100,000 pages. Predictions stay in the evidence bundle, where each one's path and sha256 are named.
+    """
     base = f"campaigns/{view.name}"
-    trial_page = env.get_template("trial.html")
-    for trial in view.trials:
-        writer.write(f"{base}/trials/{trial['record_id']}.html", trial_page.render(
-            root="../../../", view=view, trial=trial, rows=trial_rows(trial), **common))
-        if trial.get("predictions") and trial["record_id"] not in view.missing_predictions:
-            writer.write(f"{base}/predictions/{trial['record_id']}.csv", (runs / trial["predictions"]["path"]).read_bytes())
+    for legacy in ("trials", "predictions"):  # a page per trial and prediction copies, from builds before trials.html
+        shutil.rmtree(writer.out / base / legacy, ignore_errors=True)
+    writer.write(f"{base}/trials.html", env.get_template("trials.html").render(
+        root="../../", view=view, trials=[(trial, trial_rows(trial)) for trial in view.trials], bundle_name=bundle_name, **common))
     for manifest in view.manifests:
         writer.write(f"{base}/manifests/{manifest['record_id']}.json",
                      json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

@@ -13,6 +13,7 @@ import orjson
 from markupsafe import Markup, escape
 
 import iteralab
+from iteralab.core.files import cache_root
 from iteralab.decision.plan import SECOND_PERIOD_RISK, span
 from iteralab.money.schedule import format_hours
 from iteralab.store.records import KINDS
@@ -127,13 +128,25 @@ def pretty_json(value) -> str:
 def jinja_environment():
     """Return the Jinja2 environment: autoescape on, undefined names are errors."""
     # Cached: compiled templates are reused across campaigns; Jinja still reloads a template whose file changed.
+    # Compiled templates are kept in the cache folder (keyed by each template's source): compiling them took 0.7 s in
+    # every build process and worker.
     env = jinja2.Environment(loader=jinja2.PackageLoader("iteralab.templates", "."), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             bytecode_cache=_bytecode_cache())
     env.globals.update(fmt=fmt, cell=cell, version=iteralab.__version__, schema_links=schema_links,
                        hours=format_hours, span=span, second_period_risk=SECOND_PERIOD_RISK)
     env.filters["tojson_pretty"] = pretty_json
     env.filters["moment"] = moment
     return env
+
+
+def _bytecode_cache():
+    folder = cache_root() / "templates" / iteralab.__version__
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None  # a cache folder that cannot be made only costs compiling again
+    return jinja2.FileSystemBytecodeCache(str(folder))
 
 
 def template_files() -> list[Path]:

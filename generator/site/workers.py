@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable
 
 # Below this much work, starting workers costs more than it saves (each imports the site's code, about a second).
@@ -51,5 +53,26 @@ def run(function: Callable, tasks: list[tuple], workers: int, common: dict) -> l
         return [function(*task) for task in tasks]
     # Spawned, not forked: the parent has read the records with pandas and pyarrow, which start threads, and a
     # threaded process is never safely forked. A worker reads only its campaigns' records, from their files.
-    with multiprocessing.get_context("spawn").Pool(workers, initializer=_share, initargs=(common,)) as pool:
+    with _main_not_imported():
+        pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_share, initargs=(common,))
+    with pool:
         return pool.starmap(function, tasks, chunksize=1)
+
+
+@contextlib.contextmanager
+def _main_not_imported():
+    """Start workers that do not import the caller's main script: every task's function lives in iteralab.
+
+    A spawned worker imports the parent's main module first; a script calling build_site without an
+    ``if __name__ == "__main__":`` guard would then run again in each worker, and each would fail and be started anew.
+    """
+    main = sys.modules["__main__"]
+    saved = dict(main.__dict__)
+    main.__spec__ = None  # what multiprocessing reads to import the main module by name...
+    main.__dict__.pop("__file__", None)  # ...or by path
+    try:
+        yield
+    finally:
+        for name in ("__spec__", "__file__"):
+            if name in saved:
+                setattr(main, name, saved[name])

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import mmap
+import os
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -46,7 +47,9 @@ def _schemas_digest() -> str:
 
 
 def _cache_file(path: Path) -> Path:
-    key = hashlib.sha256(str(Path(path).resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    # The absolute path, not the resolved one: resolving stats every folder of every file, and another name of the
+    # same file only costs a second cache entry.
+    key = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogateescape")).hexdigest()[:32]
     return cache_root() / "columns" / f"{key}.arrow"
 
 
@@ -110,9 +113,10 @@ def file_columns(path: Path) -> tuple[pa.Table, list[tuple[int, str]], str]:
         start, first_line = (cached.size, cached.lines + 1) if cached else (0, 1)
         rows, problems, new_lines = _parse(data, start, first_line)
         complete = data.rfind(b"\n") + 1
-        table = _table(rows)
-        if cached is not None:
-            table = pa.concat_tables([cached.table, table]) if rows else cached.table
+        if cached is None:
+            table = _table(rows)
+        else:  # an empty table costs a millisecond, a thousand files a second: none is made for no new row
+            table = pa.concat_tables([cached.table, _table(rows)]) if rows else cached.table
             problems = cached.problems + problems
         digest = cached.sha256 if cached is not None and complete == cached.size else _sha256(data, complete)
         if new_lines:
