@@ -65,7 +65,7 @@ def render_part(name: str, part: RecordTable, notes: tuple, sheets: tuple, stamp
     catalog and the places come through ``workers.shared()``.
     """
     common = workers.shared()
-    loaded = Loaded(part.records(part.frame), [part.where(index) for index in part.frame.index], common["problems"])
+    loaded = Loaded(part.records(part.frame), part.places(part.frame), common["problems"])
     view = campaign_views(loaded, present=present)[0]
     written, kept, answer, failure = render_campaign_job(CampaignJob(view, notes, sheets, stamp, common["catalog"]),
                                                          common["places"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +69,12 @@ class RecordTable:
     def loaded(self, campaigns=None) -> Loaded:
         """Return the records of CAMPAIGNS (every campaign when None), and every problem of the whole folder."""
         rows = self.frame if campaigns is None else self.frame[self.frame["campaign"].isin(list(campaigns))]
-        return Loaded(self.records(rows), [self.where(index) for index in rows.index], self.all_problems())
+        with _collector_paused():
+            return Loaded(self.records(rows), self.places(rows), self.all_problems())
+
+    def places(self, rows) -> list[str]:
+        """Return 'file:line' of each of ROWS (a slice of the frame)."""
+        return [f"{self.shown[file]}:{line}" for file, line in zip(rows["file"].tolist(), rows["line"].tolist(), strict=True)]
 
     def part(self, campaign: str) -> RecordTable:
         """Return the rows of CAMPAIGN with only the files they lie in: what a worker needs to read its records."""
@@ -84,7 +90,7 @@ class RecordTable:
             problems = list(self.problems)
             # Both are found among a few kinds of records, read for every campaign.
             light = self.frame[self.frame["kind"].isin(("deliverable", "exclusion", "withdrawal")).to_numpy()]
-            few = Loaded(self.records(light), [self.where(index) for index in light.index])
+            few = Loaded(self.records(light), self.places(light))
             named = {r.get("exclusion_id") or r.get("voided_id") for r in few.of_kind("withdrawal")}
             named |= {trial for r in few.of_kind("exclusion") for trial in r["trials"]}
             known = self.frame[self.frame["record_id"].isin(list(named)).to_numpy()]
@@ -108,12 +114,18 @@ def load_table(runs_dir: Path, files: list[Path] | None = None) -> RecordTable:
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise UserError(f"{runs_dir} is not a folder: pass the runs folder that holds the records")
+    with _collector_paused():
+        return _read_all(runs_dir, record_files(runs_dir) if files is None else files)
+
+
+@contextlib.contextmanager
+def _collector_paused():
     # Parsing creates millions of small containers and no cycles: the cyclic collector would only
     # rescan the growing heap again and again (it tripled the load time of 100,000 trials).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _read_all(runs_dir, record_files(runs_dir) if files is None else files)
+        yield
     finally:
         if collecting:
             gc.enable()
