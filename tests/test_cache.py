@@ -136,3 +136,13 @@ def test_two_builds_at_once_leave_a_sound_cache_and_the_same_site(runs, tmp_path
     build_site(runs=runs, out=tmp_path / "after" / "site")
     after = tree(tmp_path / "after" / "site")
     assert tree(tmp_path / "first" / "site") == after == tree(tmp_path / "second" / "site")
+
+
+def test_a_template_cache_that_cannot_be_written_only_costs_compiling_again(tmp_path):
+    """Compiled templates are cached per machine (#22); a full disk or a vanished folder there never stops a build."""
+    from iteralab.site.render import QuietBytecodeCache, jinja_environment
+
+    gone = QuietBytecodeCache(str(tmp_path / "not-there"))
+    environment = jinja_environment().overlay(bytecode_cache=gone)
+    assert environment.get_template("404.html").render(root="/", stamp="s", catalog=type("C", (), {"version": "v"})())
+    assert not (tmp_path / "not-there").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from functools import cache, lru_cache
@@ -140,13 +141,25 @@ def jinja_environment():
     return env
 
 
+class QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
+    """Compiled templates kept between processes; one that cannot be read or written (a full disk) is compiled again."""
+
+    def load_bytecode(self, bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().load_bytecode(bucket)
+
+    def dump_bytecode(self, bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().dump_bytecode(bucket)
+
+
 def _bytecode_cache():
     folder = cache_root() / "templates" / iteralab.__version__
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None  # a cache folder that cannot be made only costs compiling again
-    return jinja2.FileSystemBytecodeCache(str(folder))
+    return QuietBytecodeCache(str(folder))
 
 
 def template_files() -> list[Path]:
