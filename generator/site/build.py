@@ -70,8 +70,8 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
              for name in stale]
     answers, failed, count = _render_campaigns(tasks, places, processes, writer, {"problems": problems, "catalog": price_catalog,
                                                                                  "places": places}, summaries)
+    # A failed campaign is never remembered as done (its key is None): every failure is one of this build's.
     answers |= {name: state["answers"][name] for name in names if name not in answers}
-    failed |= {name: reason for name, reason in state.get("failed", {}).items() if name in names and name not in stale}
     failed = dict(sorted(failed.items()))
     for name in failed:  # rendered again next time, to say again why (or to succeed once its records are fixed)
         keys[name] = None

@@ -17,23 +17,31 @@ import os
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
-import pyarrow as pa
 
 from iteralab.core.errors import UserError
 from iteralab.core.files import cache_root, write_atomically
 from iteralab.store import records
 from iteralab.store.records import KINDS
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 FORMAT = 1  # of the cache file; a change of columns or layout bumps it, and older cache files are then rebuilt
 MAGIC = b"iteralab-columns\n"
-SCHEMA = pa.schema([
-    ("line", pa.int32()), ("offset", pa.int64()), ("length", pa.int32()),
-    ("record_id", pa.string()), ("kind", pa.string()), ("campaign", pa.string()), ("created_at", pa.string()),
-    ("run_id", pa.string()), ("variant", pa.string()), ("status", pa.string()), ("sequence", pa.int64()),
-    ("measured_window_ns", pa.int64()), ("predictions_path", pa.string()),
-])
+COLUMNS = (("line", "int32"), ("offset", "int64"), ("length", "int32"), ("record_id", "string"), ("kind", "string"),
+           ("campaign", "string"), ("created_at", "string"), ("run_id", "string"), ("variant", "string"),
+           ("status", "string"), ("sequence", "int64"), ("measured_window_ns", "int64"), ("predictions_path", "string"))
+
+
+@cache
+def schema() -> pa.Schema:
+    """Return the cache's Arrow schema (pyarrow is imported here, not when any command starts: it took 0.2 s)."""
+    import pyarrow as pa
+
+    return pa.schema([(name, getattr(pa, kind)()) for name, kind in COLUMNS])
 
 
 @cache
@@ -64,6 +72,8 @@ class Cached:
 
 def read_cache(path: Path) -> Cached | None:
     """Return the cache of records file PATH, or None when there is none that can be trusted as written."""
+    import pyarrow as pa
+
     try:
         with open(_cache_file(path), "rb") as handle:
             blob = handle.read()
@@ -76,7 +86,7 @@ def read_cache(path: Path) -> Cached | None:
                 or hashlib.sha256(payload).hexdigest() != header.get("payload")):
             return None
         table = pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
-        if not table.schema.equals(SCHEMA):
+        if not table.schema.equals(schema()):
             return None
         return Cached(header, table)
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
@@ -85,8 +95,10 @@ def read_cache(path: Path) -> Cached | None:
 
 def write_cache(path: Path, sha256: str, size: int, lines: int, problems: list[tuple[int, str]], table: pa.Table) -> None:
     """Remember TABLE and PROBLEMS for the first SIZE bytes (LINES lines, hashing to SHA256) of records file PATH."""
+    import pyarrow as pa
+
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, SCHEMA) as writer:
+    with pa.ipc.new_stream(sink, schema()) as writer:
         writer.write_table(table)
     payload = sink.getvalue().to_pybytes()
     header = {"format": FORMAT, "schemas": _schemas_digest(), "size": size, "lines": lines,
@@ -106,6 +118,8 @@ def file_columns(path: Path) -> tuple[pa.Table, list[tuple[int, str]], str]:
 
     Only the lines the cache does not cover are parsed and checked.
     """
+    import pyarrow as pa
+
     with open(path, "rb") as handle, mapped(handle) as data:
         cached = read_cache(path)
         if cached is not None and (cached.size > len(data) or _sha256(data, cached.size) != cached.sha256):
@@ -173,8 +187,10 @@ def _row(record: dict, line: int, offset: int, length: int) -> tuple:
 
 
 def _table(rows: list[tuple]) -> pa.Table:
-    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in SCHEMA]
-    return pa.table([pa.array(values, type=field.type) for values, field in zip(columns, SCHEMA, strict=True)], schema=SCHEMA)
+    import pyarrow as pa
+
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in schema()]
+    return pa.table([pa.array(values, type=field.type) for values, field in zip(columns, schema(), strict=True)], schema=schema())
 
 
 def parse_line(raw: bytes, *, check: bool = True) -> tuple[dict | None, str | None]:
@@ -207,12 +223,15 @@ def parse_line(raw: bytes, *, check: bool = True) -> tuple[dict | None, str | No
 
 def empty_table() -> pa.Table:
     """Return the columns of no records, with the file column the loader adds."""
+    import pyarrow as pa
+
     return _table([]).append_column("file", pa.array([], type=pa.int32()))
 
 
 def to_frame(table: pa.Table):
     """Return TABLE as pandas: text as pandas strings, whole numbers nullable (a trial figure missing is empty, not 0)."""
     import pandas as pd
+    import pyarrow as pa
 
     nullable = ["sequence", "measured_window_ns"]
     frame = table.drop_columns(nullable).to_pandas()

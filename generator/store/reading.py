@@ -185,7 +185,8 @@ def is_records_file(relative: str) -> bool:
 def record_files(runs_dir: Path) -> list[Path]:
     """Return the records files under RUNS_DIR in reading order."""
     # Only records/ folders hold records; corpus copies under inputs/ are JSONL too.
-    return sorted(p for p in Path(runs_dir).rglob("*.jsonl") if p.parent.name == "records")
+    runs_dir = Path(runs_dir)
+    return sorted(p for p in runs_dir.rglob("*.jsonl") if is_records_file(p.relative_to(runs_dir).as_posix()))
 
 
 def _read_all(runs_dir: Path, paths: list[Path]) -> RecordTable:
