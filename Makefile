@@ -15,7 +15,7 @@ SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 AXE_PIN ?= axe-core@4.14.1
 AXE = tests/.axe/node_modules/axe-core/axe.min.js
 
-.PHONY: demo test setup chromium mutation
+.PHONY: demo test setup chromium mutation translations
 
 setup: $(VENV)/.installed
 
@@ -63,3 +63,11 @@ mutation: setup
 	rm -rf mutants src && mkdir src && cp -r generator src/iteralab && cp -r templates src/iteralab/templates
 	find src -name __pycache__ -prune -exec rm -rf {} +
 	HF_HUB_OFFLINE=1 $(BIN)/mutmut run; status=$$?; rm -rf src; exit $$status
+
+# Languages (README, "Languages"): pull every message out of the code (Text, _) and the templates (_, ngettext, trans),
+# merge them into each language's catalog, then compile the catalogs shipped in the package. Translate in between.
+LOCALE = generator/locale
+translations: $(VENV)/.installed
+	$(BIN)/pybabel extract -F $(LOCALE)/babel.cfg -k Text --no-location --sort-output --omit-header --no-wrap -o $(LOCALE)/iteralab.pot .
+	$(BIN)/pybabel update -i $(LOCALE)/iteralab.pot -d $(LOCALE) -D iteralab --no-wrap --ignore-obsolete --no-fuzzy-matching --ignore-pot-creation-date
+	$(BIN)/pybabel compile -d $(LOCALE) -D iteralab --statistics

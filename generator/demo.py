@@ -25,6 +25,7 @@ from iteralab.run.summary import format_summary, summarize
 from iteralab.site.build import build_site
 from iteralab.store.reading import load
 
+DEMO_LANGUAGES = ("en", "id")
 CAMPAIGN = "demo-rotten-tomatoes"
 LABELS = ("fresh", "rotten")
 BUCKETS = (("short", 24, 600), ("medium", 40, 300), ("long", None, 100))
@@ -274,7 +275,8 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
     if not result["interrupted"]:
         started = time.perf_counter()
         result["sheets"] = install_example_sheets(sheets_folder(runs_dir))
-        result["index"] = build_site(runs=runs_dir, out=out)["index"]
+        # Both languages: the customers of a publishing team read Bahasa Indonesia (site/id/, linked from every page).
+        result["index"] = build_site(runs=runs_dir, out=out, languages=DEMO_LANGUAGES)["index"]
         seconds["site"] = time.perf_counter() - started
     return result
 
@@ -306,5 +308,5 @@ def describe_result(result: dict, runs: Path) -> str:
     lines += [f"Open the decision page: {index.parent / 'campaigns' / CAMPAIGN / 'decision.html'}",
               f"Try next: iteralab decide {CAMPAIGN} (the same answer as text), iteralab note new {CAMPAIGN} (draft the "
               "decision note), iteralab check runs/; the README's 'After the demo' lists the rest.",
-              f"Site: {index}", describe_time(result["seconds"], [] if result["skipped"] else result["trials"])]
+              f"Site: {index} (Bahasa Indonesia: {index.parent / 'id' / 'index.html'})", describe_time(result["seconds"], [] if result["skipped"] else result["trials"])]
     return "\n".join(lines)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from iteralab.run.campaign import MEASURED_WINDOW
 from iteralab.store import records
 
 FINGERPRINT = "a" * 64
@@ -32,7 +33,7 @@ def manifest(campaign="camp", run_id="run-1", *, title="Test campaign", model_na
                   "buckets": [{"name": "short", "min_tokens": 1, "max_tokens": 24}, {"name": "long", "min_tokens": 25, "max_tokens": None}],
                   "thresholds": {"accuracy": 0.7}, "min_agreement": 0.95,
                   "warmup": {"batches": 1, "passes": 1, "inputs": "first batches", "recompilation": "n/a"},
-                  "measured_window": "read corpus, tokenize, transfer, infer, predictions on host", **protocol_extra},
+                  "measured_window": str(MEASURED_WINDOW), **protocol_extra},
         corpus={"path": f"{campaign}/inputs/c.jsonl", "fingerprint": "sha256:" + "c" * 64, "entries": 100, "split": "final",
                 "labelled": True, "bucket_counts": {"short": 60, "long": 40}, "truncated_entries": 0, "source_name": "c.jsonl"},
         model={"directory_name": model_name, "files_sha256": {}, "tokenizer_files": [], "revision": "sha256:" + "d" * 64,

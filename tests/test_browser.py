@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import shutil
 import unicodedata
 from pathlib import Path
@@ -97,7 +98,9 @@ def site(tmp_path_factory):
     out = root / "site"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pages, "campaign_charts", hostile.charts_failing_for("broken"))
-        assert build_site(runs=runs, out=out, notes=notes, chart_cache=root / "charts")["failed"].keys() == {"broken"}
+        # Both languages (#23): the Indonesian pages go through the same checks, from out/id/.
+        assert build_site(runs=runs, out=out, notes=notes, chart_cache=root / "charts",
+                          languages=("en", "id"))["failed"].keys() == {"broken"}
     return out
 
 
@@ -168,7 +171,9 @@ def test_an_old_trial_link_leads_to_its_section_and_the_404_page_is_accessible(s
 
 @pytest.mark.slow
 def test_every_page_type_loads_offline_accessible_and_no_wider_than_the_window(site, browser, tmp_path):
-    for name, path in page_paths(site).items():
+    # Every page type in both languages (#23): the Indonesian pages are checked as the English ones are.
+    pages = {**page_paths(site), **{f"id {name}": path for name, path in page_paths(site / "id").items()}}
+    for name, path in pages.items():
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         errors, outside, dialogs = [], [], []
         page.on("console", lambda message, errors=errors: errors.append(message.text) if message.type == "error" else None)
@@ -178,6 +183,7 @@ def test_every_page_type_loads_offline_accessible_and_no_wider_than_the_window(s
                 if not request.url.startswith("file://") else None)
         page.goto(path.as_uri(), wait_until="load")
         assert page.title(), name
+        assert page.evaluate("document.documentElement.lang") == ("id" if name.startswith("id ") else "en"), name
         screenshot = tmp_path / f"{name}.png"
         page.screenshot(path=str(screenshot))  # the window as a reader first sees it: something was painted
         assert screenshot.stat().st_size > 1000
@@ -264,3 +270,42 @@ def test_the_decision_a_reader_signs_is_visible_at_1280_px_without_scrolling_sid
     page.close()
     assert (seen["answer"], seen["card"], seen["total"], seen["cost"], seen["scrolled"]) == (True, True, True, True, False), seen
     assert "RTX 4090" in seen["text"][0] and seen["text"][1].endswith(" USD")
+
+
+# English words no Indonesian sentence of this site uses: any of them outside the records' own words is an interface
+# string left in English. ("per", "batch", "deliverable", "lot" and "median" are words of both, so they are not here.)
+ENGLISH_WORDS = {"the", "of", "and", "with", "from", "which", "is", "are", "was", "not", "for", "by", "this", "that", "no",
+                 "none", "to", "in", "on", "at", "or", "trial", "trials", "campaign", "price", "cost", "failed", "passed",
+                 "recorded", "records", "hours", "measured", "each", "every", "yet", "page", "window", "rental", "rentals",
+                 "configuration", "spend", "planned", "observed", "quality", "undefined", "excluded", "unknown", "stated",
+                 "true", "false"}
+# What the fixture's people wrote (titles, rules, documents, reasons, justifications, the note): shown as written.
+WRITTEN_BY_PEOPLE = ("Test campaign", "thermal throttling in the provider's log", "ticket 4711 <b>not bold</b>",
+                     "recorded twice <b>oops</b>", "setup hours <i>on one card</i>", "a neighbour's job on the host",
+                     "another host", "host log", "storage", "Keep b1")
+
+
+def interface_words(page_html: str) -> list[str]:
+    """Return the English words of a page outside code, charts, names the records use (translate="no") and people's words."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(page_html, "html.parser")
+    for quoted in soup(["svg", "script", "style", "code", "pre", "del"]):
+        quoted.decompose()
+    for name in soup.select('[translate="no"], .body'):  # .body: the decision note, as its author wrote it
+        name.decompose()
+    text = soup.get_text(" ")
+    for written in WRITTEN_BY_PEOPLE:
+        text = text.replace(written, " ")
+    text = re.sub(r"\b[a-z]+-\d{8}T\d{6}Z-[0-9a-f]+\b", " ", text)  # record and run ids
+    return [word for word in re.findall(r"[A-Za-z]+", text) if word.lower() in ENGLISH_WORDS]
+
+
+def test_the_indonesian_pages_show_no_english_interface_string(site):
+    """Regression for #23: every page of the Indonesian build says its interface in Bahasa Indonesia."""
+    pages = sorted((site / "id").rglob("*.html"))
+    assert len(pages) >= 15
+    left = {str(path.relative_to(site)): words for path in pages if (words := interface_words(path.read_text(encoding="utf-8")))}
+    assert left == {}
+    # The check itself finds English: the English build's pages are full of it.
+    assert interface_words((site / "campaigns" / "camp" / "decision.html").read_text(encoding="utf-8"))

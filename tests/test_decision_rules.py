@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from iteralab.decision import answer
 from iteralab.decision import plan as planning
 from iteralab.decision import question as questions
 from iteralab.decision import report as decision
@@ -252,10 +253,10 @@ def test_the_shipped_catalog_plans_the_demo_window_and_a_week_long_stream_in_exp
     # The RTX 4090 over the same 96 h: 2 × 47.14 = 94.28 against one 7-day package at 110.00; the ranking uses 94.28.
     cards = {c["card"].slug: c for c in decision._to_measure([], _question(window_hours=Decimal("96")), shipped)}
     assert (cards["rtx-4090"]["plan"].total, cards["rtx-4090"]["single"].total) == (Decimal("94.28"), Decimal("110.00"))
-    assert decision.measure_price(cards["rtx-4090"]) == (
+    assert answer.measure_price(cards["rtx-4090"]) == (
         "94.28 USD for one lot in 2 consecutive 3-day periods, bought explicitly; no automatic extension "
         "(one 7-day package: 110.00 USD, no second setup)")
-    assert decision.measure_price(cards["rtx-6000-ada"]) == (
+    assert answer.measure_price(cards["rtx-6000-ada"]) == (
         "111.42 USD for one lot in 2 consecutive 3-day periods, bought explicitly; no automatic extension")
 
 
@@ -493,9 +494,9 @@ def test_configuration_of_a_gpu_variant_finds_its_card_by_index_and_counts_the_s
 
 def test_the_next_step_says_what_to_rent_or_what_to_measure_next_and_why():
     """Part of #21: the answer's first sentence, word for word."""
-    assert decision._next_step(None, [], []) == "Nothing to rent yet: no configuration measured so far meets every condition."
+    assert answer._next_step(None, [], []) == "Nothing to rent yet: no configuration measured so far meets every condition."
     cards = decision._to_measure([], _question(window_hours=Decimal("96")), load_catalog())
-    assert decision._next_step(None, [], cards) == (
+    assert answer._next_step(None, [], cards) == (
         "Nothing to rent yet: no configuration measured so far meets every condition. Measure next on RTX 4090, the "
         "cheapest card not measured for this window (94.28 USD for one lot), then copy that machine's runs/ folder here "
         "and build again.")

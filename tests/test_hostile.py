@@ -110,7 +110,7 @@ def test_a_broken_campaign_leaves_the_others_byte_identical(tmp_path, monkeypatc
     failed_page = (mixed.parent / "site" / "campaigns" / "delta" / "index.html").read_text()
     assert "This campaign's pages could not be built" in failed_page and "ZeroDivisionError" in failed_page
     index = (mixed.parent / "site" / "index.html").read_text()
-    assert "Not built</a>: ZeroDivisionError" in index
+    assert "Not built</a>: <code>ZeroDivisionError" in index
     # Built again unchanged, the failure is still reported (the campaign is never remembered as done).
     assert cli("build", "--runs", mixed, "--out", mixed.parent / "site", "--processes", "1")[0] == 1
 

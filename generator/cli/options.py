@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from iteralab.core import language
 from iteralab.core.paths import DEFAULT_RUNS
 
 FOLDER = click.Path(path_type=Path)
@@ -27,6 +28,17 @@ def catalog_option(function):
     """--catalog FILE: price from another catalog."""
     return click.option("--catalog", type=FOLDER, metavar="FILE",
                         help="price catalog CSV (default: the shipped 2026-09-24 catalog)")(function)
+
+
+def language_option(*, multiple: bool):
+    """Add --lang: the language of what a reader sees (codes of language.LANGUAGES)."""
+    choice = click.Choice(list(language.LANGUAGES))
+    if multiple:
+        return click.option("--lang", "languages", type=choice, multiple=True, default=[language.DEFAULT], show_default=True,
+                            help="language of the site; give it twice (--lang en --lang id) to build both, the first at the "
+                                 "top of --out and each other one in its own folder (site/id/)")
+    return click.option("--lang", "lang", type=choice, default=language.DEFAULT, show_default=True,
+                        help="language of the answer (en, or id for Bahasa Indonesia); other messages stay in English")
 
 
 def emit(as_json: bool, data: dict, human: str) -> None:

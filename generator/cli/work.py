@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from iteralab import demo as embedded
-from iteralab.cli.options import FOLDER, catalog_option, emit, json_option, runs_option
+from iteralab.cli.options import FOLDER, catalog_option, emit, json_option, language_option, runs_option
+from iteralab.core import language
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.decision import rental_checks, text
 from iteralab.decision.report import decision_report
@@ -70,12 +71,16 @@ def demo(runs, out, again, quiet):
 @click.option("--sheets", type=FOLDER, help="folder of qualification sheets (default: qualification/ beside the runs folder)")
 @click.option("--processes", type=click.IntRange(min=1),
               help="render campaigns on this many processes (default: one per core once there are thousands of trials)")
+@language_option(multiple=True)
 @catalog_option
 @json_option
-def build(runs, out, notes, sheets, processes, catalog, as_json):
-    """Render the records, the catalog and decision notes into a static site."""
-    result = build_site(runs=runs, out=out, notes=notes, catalog=catalog, sheets=sheets, processes=processes)
-    emit(as_json, {**result, "index": str(result["index"].resolve())}, describe_build(result))
+def build(runs, out, notes, sheets, processes, languages, catalog, as_json):
+    """Render the records, the catalog and decision notes into a static site, in English, Indonesian or both."""
+    result = build_site(runs=runs, out=out, notes=notes, catalog=catalog, sheets=sheets, processes=processes,
+                        languages=languages)
+    data = {**result, "index": str(result["index"].resolve()),
+            "languages": {code: {**found, "index": str(found["index"].resolve())} for code, found in result["languages"].items()}}
+    emit(as_json, data, describe_build(result))
     return 1 if result["failed"] else 0
 
 
@@ -92,12 +97,14 @@ def serve_command(out, port):
 @click.command()
 @click.argument("campaign")
 @runs_option()
+@language_option(multiple=False)
 @catalog_option
 @json_option
-def decide(campaign, runs, catalog, as_json):
+def decide(campaign, runs, lang, catalog, as_json):
     """Answer which configuration gets the campaign's result for the lowest planned spend, and why."""
     report = decision_report(campaign=campaign, runs=runs, catalog=catalog)
-    emit(as_json, text.report_dict(report), text.describe_report(report))
+    with language.speaking(lang):
+        emit(as_json, text.report_dict(report, said_in=lang), text.describe_report(report))
 
 
 @click.group()

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
+from iteralab.core.language import Figure, Text
 from iteralab.decision.question import Question
 from iteralab.money.catalog import Catalog, Gpu
 from iteralab.money.schedule import PackagePlan, format_hours, package_plans, single_package
@@ -15,8 +16,8 @@ from iteralab.store.configuration import catalog_card
 MAX_LOTS = 64  # the planner tries more lots only to fit many independent corpora; beyond this it says so
 
 
-SECOND_PERIOD_RISK = ("a second period may come on another machine, so the setup (environment check, model load, "
-                      "warm-up) counts again and the work must stop and resume between periods")
+SECOND_PERIOD_RISK = Text("a second period may come on another machine, so the setup (environment check, model load, "
+                          "warm-up) counts again and the work must stop and resume between periods")
 
 
 @dataclass(frozen=True)
@@ -39,25 +40,34 @@ class Plan:
     def package(self) -> str:
         """Name what is bought: 'one 7-day package' or 'N consecutive 3-day periods, bought explicitly; ...'."""
         if self.periods == 1:
-            return f"one {self.days}-day package"
-        return f"{self.periods} consecutive {self.days}-day periods, bought explicitly; no automatic extension"
+            return Text("one {days}-day package", days=self.days)
+        return Text("{periods} consecutive {days}-day periods, bought explicitly; no automatic extension",
+                    periods=self.periods, days=self.days)
 
     def describe(self) -> str:
-        lots = f"{self.lots} lot{'s' * (self.lots != 1)}"
+        lots = Text("1 lot") if self.lots == 1 else Text("{count} lots", count=self.lots)
+        spare = Decimal(format_hours(self.spare_hours))
         if self.periods == 1:
-            return (f"{lots} × {self.days}-day {self.card.name} at {self.price_per_lot} {self.currency} per lot, catalog "
-                    f"{self.catalog_version}, {format_hours(self.spare_hours)} h of the package spare after the work")
-        return (f"{lots} × {self.periods} consecutive {self.days}-day periods of {self.card.name}, bought explicitly (no "
-                f"automatic extension), at {self.price_per_lot} {self.currency} per lot and period, catalog "
-                f"{self.catalog_version}, {format_hours(self.spare_hours)} h of the periods spare after the work")
+            return Text("{lots} × {days}-day {card} at {price} {currency} per lot, catalog {catalog}, {spare} h of the package "
+                        "spare after the work", lots=lots, days=self.days, card=self.card.name, price=self.price_per_lot,
+                        currency=self.currency, catalog=self.catalog_version, spare=spare)
+        return Text("{lots} × {periods} consecutive {days}-day periods of {card}, bought explicitly (no automatic extension), "
+                    "at {price} {currency} per lot and period, catalog {catalog}, {spare} h of the periods spare after the work",
+                    lots=lots, periods=self.periods, days=self.days, card=self.card.name, price=self.price_per_lot,
+                    currency=self.currency, catalog=self.catalog_version, spare=spare)
 
     def choice(self) -> str | None:
         """Say which plan the ranking uses when explicit periods and a single package both cover, and the risk."""
         if self.periods == 1:
             return None
-        single = (f"; one {self.single.days}-day package would cost {self.single.total} {self.currency} without that risk"
-                  if self.single else "; no single listed package is long enough")
-        return f"The ranking uses the {self.periods} consecutive {self.days}-day periods ({self.total} {self.currency}): {SECOND_PERIOD_RISK}{single}."
+        if self.single:
+            return Text("The ranking uses the {periods} consecutive {days}-day periods ({total} {currency}): {risk}; one "
+                        "{single_days}-day package would cost {single_total} {currency} without that risk.",
+                        periods=self.periods, days=self.days, total=self.total, currency=self.currency, risk=SECOND_PERIOD_RISK,
+                        single_days=self.single.days, single_total=self.single.total)
+        return Text("The ranking uses the {periods} consecutive {days}-day periods ({total} {currency}): {risk}; no single "
+                    "listed package is long enough.", periods=self.periods, days=self.days, total=self.total,
+                    currency=self.currency, risk=SECOND_PERIOD_RISK)
 
 
 def project(row, question: Question, corpus_entries: int | None, lots: int) -> tuple | None:
@@ -79,13 +89,15 @@ def project(row, question: Question, corpus_entries: int | None, lots: int) -> t
 def span(hours: float) -> str:
     """Write a projected duration in the unit that fits it: seconds under a minute, minutes under an hour, else hours."""
     if hours * 60 < 1:
-        return f"{hours * 3600:.1f} s"
-    return f"{hours * 60:.1f} min" if hours < 1 else f"{hours:.2f} h"
+        return Text("{value} s", value=Figure(hours * 3600, 1, grouped=False))
+    if hours < 1:
+        return Text("{value} min", value=Figure(hours * 60, 1, grouped=False))
+    return Text("{value} h", value=Figure(hours, 2, grouped=False))
 
 
 def span_range(hours: tuple | None) -> str:
     """Write a projection as 'min–max', or say there is none."""
-    return f"{span(hours[0])} to {span(hours[2])}" if hours else "no projection: no successful trial"
+    return Text("{first} to {last}", first=span(hours[0]), last=span(hours[2])) if hours else Text("no projection: no successful trial")
 
 
 def decimal_hours(value: float) -> Decimal:
@@ -98,16 +110,16 @@ def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catal
     card = catalog_card(catalog, configuration)
     if card is None:
         if configuration.device == "cpu":
-            reason = "not in the catalog: CPU"
+            reason = Text("not in the catalog: CPU")
         elif configuration.device == "gpu":
-            reason = f"not in the catalog: {configuration.gpu_name}"
+            reason = Text("not in the catalog: {gpu}", gpu=configuration.gpu_name)
         else:
-            reason = f"no plan: {configuration.hardware}"
+            reason = Text("no plan: {hardware}", hardware=configuration.hardware)
         return dataclasses.replace(row, lots=1, hours=project(row, question, corpus_entries, 1), plan_reason=reason)
     if card.memory_per_card_gb is not None:
         row = dataclasses.replace(row, capacity_bytes=int(card.memory_per_card_gb * Decimal(10**9)))
     else:
-        row = dataclasses.replace(row, capacity_reason=f"the catalog does not state {card.name}'s memory")
+        row = dataclasses.replace(row, capacity_reason=Text("the catalog does not state {card}'s memory", card=card.name))
     minimum = math.ceil(configuration.gpu_count / card.cards_per_lot)
     # More lots help only independent corpora, at most one corpus per lot (a stream's projection does not shrink with
     # lots, so the fewest that meet the limit are the minimum).
@@ -118,11 +130,12 @@ def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catal
     hours = project(row, question, corpus_entries, lots)
     row = dataclasses.replace(row, lots=lots, hours=hours)
     if hours is None:
-        return dataclasses.replace(row, plan_reason="no successful trial to project from")
+        return dataclasses.replace(row, plan_reason=Text("no successful trial to project from"))
     needed = max(question.window_hours or Decimal(0), decimal_hours(hours[2]))
     plans = package_plans(catalog, card.slug, needed, lots)
     if not plans:
-        return dataclasses.replace(row, plan_reason=f"catalog {catalog.version} lists no package for {card.name}")
+        return dataclasses.replace(row, plan_reason=Text("catalog {catalog} lists no package for {card}",
+                                                                      catalog=catalog.version, card=card.name))
     best, single = plans[0], single_package(plans)
     return dataclasses.replace(row, plan=_plan(card, best, hours, catalog,
                                                _plan(card, single, hours, catalog) if best.explicit and single else None))

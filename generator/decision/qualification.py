@@ -10,6 +10,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from iteralab.core.errors import UserError
+from iteralab.core.language import Figure, Text
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.money.catalog import Catalog, load_catalog, lots_price
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
@@ -122,19 +123,20 @@ def _trials(views: dict, data: dict, catalog: Catalog, source: Path) -> tuple[li
                             + "; ".join(f"{s.label} (id {s.key})" for s in summaries))
         summary = chosen[0]
         if not card_matches(catalog.gpu(data["gpu"]), summary.configuration.gpu_name):
-            return [], summary.label, (f"{summary.label} ran on {summary.configuration.hardware}, "
-                                       f"not on the sheet's {catalog.gpu(data['gpu']).name}")
+            return [], summary.label, Text("{label} ran on {hardware}, not on the sheet's {card}", label=summary.label,
+                                           hardware=summary.configuration.hardware, card=catalog.gpu(data["gpu"]).name)
         return summary.counted, summary.label, None
     card = catalog.gpu(data["gpu"])
     on_card = [s for s in summaries if card_matches(card, s.configuration.gpu_name)]
     if len(on_card) == 1:
         return on_card[0].counted, on_card[0].label, None
     if on_card:
-        return [], None, (f"{len(on_card)} configurations of {data['variant']} ran on {card.name} with other software "
-                          f"({'; '.join(s.label for s in on_card)}): name one with configuration = \"...\"")
+        return [], None, Text("{count} configurations of {variant} ran on {card} with other software ({labels}): name one "
+                              "with configuration = \"...\"", count=len(on_card), variant=data["variant"], card=card.name,
+                              labels="; ".join(s.label for s in on_card))
     elsewhere = "; ".join(sorted({s.configuration.hardware for s in summaries if s.configuration}))
-    return [], None, (f"{data['variant']} was measured on {elsewhere}, not on {card.name}: "
-                      f"a result on other hardware does not hold for this one; measure {data['variant']} on {card.name}")
+    return [], None, Text("{variant} was measured on {elsewhere}, not on {card}: a result on other hardware does not hold for "
+                          "this one; measure {variant} on {card}", variant=data["variant"], elsewhere=elsewhere, card=card.name)
 
 
 def derive_quality(trials: list[dict], variant: str, elsewhere: str | None = None) -> Criterion:
@@ -143,15 +145,18 @@ def derive_quality(trials: list[dict], variant: str, elsewhere: str | None = Non
         return Criterion("quality", "to-confirm", None, elsewhere, True)
     ok = [t for t in trials if t["status"] == "ok"]
     if not ok:
-        return Criterion("quality", "to-confirm", None, f"no successful trial of {variant}: run the campaign for it", True)
+        return Criterion("quality", "to-confirm", None, Text("no successful trial of {variant}: run the campaign for it",
+                                                             variant=variant), True)
     accepted = [t for t in ok if t["corpus_accepted"]]
     if accepted:
-        return Criterion("quality", "acceptable", f"trial {accepted[0]['record_id']}",
-                         f"{len(accepted)}/{len(ok)} successful trials passed every threshold with all ids", True)
+        return Criterion("quality", "acceptable", Text("trial {trial}", trial=accepted[0]["record_id"]),
+                         Text("{accepted}/{ok} successful trials passed every threshold with all ids", accepted=len(accepted),
+                              ok=len(ok)), True)
     failed = sorted({f"{v['metric']} {v['value']:.3f} < {v['threshold']}" for t in ok
                      for v in (t.get("quality") or {}).get("verdicts", []) if not v["passed"] and v["value"] is not None})
-    return Criterion("quality", "exclude", f"trial {ok[0]['record_id']}",
-                     f"no successful trial met the protocol: {'; '.join(failed) or 'ids or format did not match'}", True)
+    return Criterion("quality", "exclude", Text("trial {trial}", trial=ok[0]["record_id"]),
+                     Text("no successful trial met the protocol: {failed}",
+                          failed="; ".join(failed) if failed else Text("ids or format did not match")), True)
 
 
 def derive_memory(trials: list[dict], catalog: Catalog, gpu: str, elsewhere: str | None = None) -> tuple[Criterion, int | None]:
@@ -161,21 +166,26 @@ def derive_memory(trials: list[dict], catalog: Catalog, gpu: str, elsewhere: str
              for phase in t["phases"].values() if phase.get("gpu_peak_reserved_bytes") is not None]
     ooms = [t for t in trials if t["status"] == "oom"]
     if card.memory_per_card_gb is None:
-        return Criterion("memory_per_gpu", "to-confirm", f"catalog row {card.slug}",
-                         f"the catalog does not state {card.name}'s memory: confirm the capacity per card", True), None
+        return Criterion("memory_per_gpu", "to-confirm", Text("catalog row {card}", card=card.slug),
+                         Text("the catalog does not state {card}'s memory: confirm the capacity per card", card=card.name),
+                         True), None
     capacity = int(card.memory_per_card_gb * Decimal(10**9))
     if not peaks:
-        why = elsewhere or "the campaign ran without a GPU, so no GPU peak was observed"
+        why = elsewhere or Text("the campaign ran without a GPU, so no GPU peak was observed")
         if ooms:
-            why = f"{len(ooms)} trial(s) ran out of memory and none succeeded"
+            why = Text("{count} trial(s) ran out of memory and none succeeded", count=len(ooms))
         return Criterion("memory_per_gpu", "to-confirm", None,
-                         f"{why}: measure the variant on a {card.name} ({gib(capacity)} GiB per card)", True), None
+                         Text("{why}: measure the variant on a {card} ({capacity} GiB per card)", why=why, card=card.name,
+                              capacity=gib(capacity)), True), None
     peak, trial_id = max(peaks)
     margin = capacity - peak
-    document = f"trial {trial_id} (peak reserved {peak:,} B) against catalog {card.name} {card.memory_per_card_gb} GB"
+    document = Text("trial {trial} (peak reserved {peak} B) against catalog {card} {memory} GB", trial=trial_id,
+                    peak=Figure(peak), card=card.name, memory=card.memory_per_card_gb)
     if margin < 0:
-        return Criterion("memory_per_gpu", "exclude", document, f"observed peak {gib(peak)} GiB exceeds {gib(capacity)} GiB", True), margin
-    return Criterion("memory_per_gpu", "acceptable", document, f"margin {gib(margin)} GiB per card", True), margin
+        return Criterion("memory_per_gpu", "exclude", document, Text("observed peak {peak} GiB exceeds {capacity} GiB",
+                                                                     peak=gib(peak), capacity=gib(capacity)), True), margin
+    return Criterion("memory_per_gpu", "acceptable", document, Text("margin {margin} GiB per card", margin=gib(margin)),
+                     True), margin
 
 
 def derive_budget(data: dict, catalog: Catalog, source: str) -> tuple[Criterion, Decimal | None, Decimal | None]:
@@ -183,33 +193,40 @@ def derive_budget(data: dict, catalog: Catalog, source: str) -> tuple[Criterion,
     card = catalog.gpu(data["gpu"])
     row = catalog.prices.get((card.slug, data["days"]))
     if row is None:
-        return Criterion("budget_and_schedule", "exclude", f"catalog {catalog.version}",
-                         f"no {data['days']}-day package for {card.name}; listed: {catalog.options(card.slug)}", True), None, None
+        return Criterion("budget_and_schedule", "exclude", Text("catalog {catalog}", catalog=catalog.version),
+                         Text("no {days}-day package for {card}; listed: {listed}", days=data["days"], card=card.name,
+                              listed=catalog.options(card.slug)), True), None, None
     periods = data.get("periods", 1)
     # Consecutive periods are each a package bought again (never an extension): lot price × lots × periods.
     total = lots_price(row.price_per_lot, data["lots"] * periods)
-    bought = f"{data['lots']}" if periods == 1 else f"{data['lots']} x {periods} consecutive periods"
-    document = f"catalog {catalog.version}: {row.price_per_lot} {row.currency} per lot x {bought} = {total} {row.currency}"
+    bought = data["lots"] if periods == 1 else Text("{lots} x {periods} consecutive periods", lots=data["lots"], periods=periods)
+    document = Text("catalog {catalog}: {price} {currency} per lot x {bought} = {total} {currency}", catalog=catalog.version,
+                    price=row.price_per_lot, currency=row.currency, bought=bought, total=total)
     if not data.get("window_start") or not data.get("window_end"):
         return Criterion("budget_and_schedule", "to-confirm", document,
-                         "no window stated: give window_start and window_end to check the schedule", True), total, None
+                         Text("no window stated: give window_start and window_end to check the schedule"), True), total, None
     hours = elapsed_hours(parse_time(data["window_start"], None, "window_start"), parse_time(data["window_end"], None, "window_end"))
     covered = data["days"] * 24 * periods
     spare = Decimal(covered) - hours
     if spare < 0:
         return Criterion("budget_and_schedule", "exclude", document,
-                         f"the window is {format_hours(hours)} h, longer than the {covered} h bought (no automatic extension; "
-                         "add consecutive periods with periods = N)", True), total, spare
+                         Text("the window is {hours} h, longer than the {covered} h bought (no automatic extension; add "
+                              "consecutive periods with periods = N)", hours=Decimal(format_hours(hours)), covered=covered),
+                         True), total, spare
     if data.get("budget") is not None:
         try:
             budget = Decimal(str(data["budget"]))
         except InvalidOperation:
             raise UserError(f"{source}: budget {data['budget']!r} is not an amount") from None
         if total > budget:
-            return Criterion("budget_and_schedule", "exclude", document, f"{total} exceeds the budget {budget}", True), total, spare
-    within = f"{covered} h" if periods == 1 else f"{periods} consecutive {data['days']}-day periods ({covered} h), bought explicitly"
+            return Criterion("budget_and_schedule", "exclude", document, Text("{total} exceeds the budget {budget}", total=total,
+                                                                              budget=budget), True), total, spare
+    within = (Text("{hours} h", hours=covered) if periods == 1 else
+              Text("{periods} consecutive {days}-day periods ({hours} h), bought explicitly", periods=periods, days=data["days"],
+                   hours=covered))
     return Criterion("budget_and_schedule", "acceptable", document,
-                     f"{format_hours(hours)} h window within {within} ({format_hours(spare)} h spare)", True), total, spare
+                     Text("{hours} h window within {within} ({spare} h spare)", hours=Decimal(format_hours(hours)),
+                          within=within, spare=Decimal(format_hours(spare))), True), total, spare
 
 
 def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog, views: dict | None = None) -> Sheet:
@@ -236,7 +253,8 @@ def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog, views: dict | No
                 criterion = Criterion(name, entry["status"], entry.get("document"), entry.get("note", ""), True,
                                       f"{entry['override_reason']} (evidence said {criterion.status}: {criterion.note})")
         elif entry is None:
-            criterion = Criterion(name, "to-confirm", None, f"not documented: add [criteria.{name}] with the document it rests on")
+            criterion = Criterion(name, "to-confirm", None, Text("not documented: add [criteria.{name}] with the document it rests "
+                                                                 "on", name=name))
         else:
             criterion = Criterion(name, entry["status"], entry.get("document"), entry.get("note", ""))
         criteria.append(criterion)

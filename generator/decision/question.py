@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from iteralab.core.language import Figure, Text
 from iteralab.store.views import CampaignView
 
 
@@ -27,14 +28,14 @@ class Question:
     def missing(self) -> list[str]:
         """Name the parts of the question the campaign file left out."""
         if not self.declared:
-            return ["the whole [decision] table (workload, access window, deadline, budget): one corpus assumed, no window"]
+            return [Text("the whole [decision] table (workload, access window, deadline, budget): one corpus assumed, no window")]
         found = []
         if self.window_hours is None:
-            found.append("the access window (window_start and window_end, or window_hours)")
+            found.append(Text("the access window (window_start and window_end, or window_hours)"))
         if self.deadline_hours is None:
-            found.append("a deadline (optional)")
+            found.append(Text("a deadline (optional)"))
         if self.budget is None:
-            found.append("a budget ceiling (optional)")
+            found.append(Text("a budget ceiling (optional)"))
         return found
 
     @property
@@ -46,9 +47,13 @@ class Question:
     def workload(self, corpus_entries: int | None) -> str:
         """Describe the production workload in words."""
         if self.entries is not None:
-            size = f" ({self.entries / corpus_entries:.2f} × the campaign's corpus)" if corpus_entries else ""
-            return f"{self.entries:,} entries{size}, processed as one stream"
-        return f"{self.corpora} corpus like the campaign's" if self.corpora == 1 else f"{self.corpora} independent corpora like the campaign's"
+            if corpus_entries:
+                return Text("{entries} entries ({times} × the campaign's corpus), processed as one stream",
+                            entries=Figure(self.entries), times=Figure(self.entries / corpus_entries, 2, grouped=False))
+            return Text("{entries} entries, processed as one stream", entries=Figure(self.entries))
+        if self.corpora == 1:
+            return Text("{count} corpus like the campaign's", count=self.corpora)
+        return Text("{count} independent corpora like the campaign's", count=self.corpora)
 
 
 def question_of(view: CampaignView) -> Question:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from iteralab.core.language import Text
 from iteralab.money.schedule import rental_period
 from iteralab.store import reading
 from iteralab.store.configuration import manifest_gpus, name_matches
@@ -26,28 +27,30 @@ def check_rentals(view: CampaignView) -> tuple[dict, list[str]]:
     links, problems = {}, []
     for rental in view.rentals:
         covered = rental["lots"] * rental["cards_per_lot"]
-        where = f"rental {rental['record_id']} ({rental['lots']} lot(s) {rental['gpu']})"
+        where = Text("rental {record} ({lots} lot(s) {gpu})", record=rental["record_id"], lots=rental["lots"], gpu=rental["gpu"])
         for run_id in dict.fromkeys([*(rental.get("runs") or []), *started_with.get(rental["record_id"], [])]):
             manifest = manifests.get(run_id)
             if manifest is None:
-                problems.append(f"{where} names run {run_id}, which has no manifest in campaign {view.name}; "
-                                "copy that run's records here or correct the rental; it is not counted")
+                problems.append(Text("{where} names run {run}, which has no manifest in campaign {campaign}; copy that run's "
+                                     "records here or correct the rental; it is not counted", where=where, run=run_id,
+                                     campaign=view.name))
                 continue
             observed = manifest_gpus(manifest)
             if not any(name_matches(rental["gpu"], name) for name in observed):
-                seen = ", ".join(observed) or f"no GPU (CPU {(manifest['environment'].get('cpu') or {}).get('model')})"
-                problems.append(f"{where} names run {run_id}, whose manifest observed {seen}: the hardware does not match; "
-                                "it is not counted for that run's configurations")
+                seen = ", ".join(observed) or Text("no GPU (CPU {cpu})", cpu=(manifest["environment"].get("cpu") or {}).get("model"))
+                problems.append(Text("{where} names run {run}, whose manifest observed {seen}: the hardware does not match; it "
+                                     "is not counted for that run's configurations", where=where, run=run_id, seen=seen))
                 continue
             if len(observed) > covered:
-                problems.append(f"{where} covers {covered} card(s) but run {run_id} observed {len(observed)}: "
-                                "it is not counted for that run's configurations")
+                problems.append(Text("{where} covers {covered} card(s) but run {run} observed {observed}: it is not counted for "
+                                     "that run's configurations", where=where, covered=covered, run=run_id, observed=len(observed)))
                 continue
             problems += _outside_period(view, rental, run_id, where)
             links.setdefault(run_id, []).append(rental)
     counted = {rental["record_id"] for rental in view.rentals}
-    problems += [f"run {run_id} was started with --rental {rental_id}, which is not a counted rental of campaign {view.name} "
-                 "(unknown here, or voided); copy its records here or link the run to the right rental with rental add --run"
+    problems += [Text("run {run} was started with --rental {rental}, which is not a counted rental of campaign {campaign} "
+                      "(unknown here, or voided); copy its records here or link the run to the right rental with rental add "
+                      "--run", run=run_id, rental=rental_id, campaign=view.name)
                  for rental_id, run_ids in started_with.items() if rental_id is not None and rental_id not in counted
                  for run_id in run_ids]
     return links, problems
@@ -61,9 +64,10 @@ def _outside_period(view: CampaignView, rental: dict, run_id: str, where: str) -
     first, last = min(times), max(times)
     if start <= first and last <= end:
         return []
-    return [f"{where} paid for run {run_id}, which ran from {first.isoformat(timespec='seconds')} to "
-            f"{last.isoformat(timespec='seconds')}, outside the rental's period ({start.isoformat()} to {end.isoformat()}); "
-            "it is still counted: check the rental's dates and the run"]
+    return [Text("{where} paid for run {run}, which ran from {first} to {last}, outside the rental's period ({start} to {end}); "
+                 "it is still counted: check the rental's dates and the run", where=where, run=run_id,
+                 first=first.isoformat(timespec="seconds"), last=last.isoformat(timespec="seconds"), start=start.isoformat(),
+                 end=end.isoformat())]
 
 
 def check_folder(runs_dir: Path | str) -> reading.Loaded:

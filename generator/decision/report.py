@@ -6,11 +6,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from types import SimpleNamespace
 
 from iteralab.core.errors import CampaignFailed, UserError, within_campaign
+from iteralab.core.language import Figure, Joined, Text
 from iteralab.core.paths import DEFAULT_RUNS
-from iteralab.decision.plan import Plan, decimal_hours, plan_row, span, span_range
+from iteralab.decision.answer import answer
+from iteralab.decision.plan import Plan, decimal_hours, plan_row
 from iteralab.decision.question import Question, question_of
 from iteralab.decision.rental_checks import check_rentals
 from iteralab.money.catalog import Catalog, load_catalog, money
@@ -19,7 +20,7 @@ from iteralab.store import expenses
 from iteralab.store.configuration import catalog_card
 from iteralab.store.reading import load
 from iteralab.store.trials import trial_table
-from iteralab.store.views import CampaignView, VariantSummary, campaign_views, separate
+from iteralab.store.views import CampaignView, VariantSummary, campaign_views
 
 
 @dataclass(frozen=True)
@@ -135,19 +136,19 @@ def _observed(row: Row, links: dict, rows_by_run: dict, items: tuple = ()) -> Ro
              "shared_with": len({key for run in runs if run in links for key in rows_by_run.get(run, ())} - {row.key})}
     currencies = {r["currency"] for r in rentals.values()}
     if not rentals:
-        found["observed_reason"] = "no rental linked to its runs"
+        found["observed_reason"] = Text("no rental linked to its runs")
     elif len(currencies) > 1:
-        found["observed_reason"] = f"rentals mix currencies ({', '.join(sorted(currencies))})"
+        found["observed_reason"] = Text("rentals mix currencies ({currencies})", currencies=", ".join(sorted(currencies)))
     else:
         found["observed_spend"] = money(sum((Decimal(r["total"]) for r in rentals.values()), Decimal(0)))
         found["observed_currency"] = currencies.pop()
     found.update(_other_costs(row, items, found.get("observed_spend"), found.get("observed_currency")))
     if found.get("observed_spend") is None:
-        found["cost_reason"] = f"undefined: {found['observed_reason']}"
+        found["cost_reason"] = Text("undefined: {reason}", reason=found["observed_reason"])
     elif found["observed_total"] is None:
-        found["cost_reason"] = f"undefined: {found['observed_total_reason']}"
+        found["cost_reason"] = Text("undefined: {reason}", reason=found["observed_total_reason"])
     elif row.deliverables == 0:
-        found["cost_reason"] = "undefined: no accepted deliverable"
+        found["cost_reason"] = Text("undefined: no accepted deliverable")
     else:
         found["cost_per_corpus"] = money(found["observed_total"] / row.deliverables)
     return dataclasses.replace(row, **found)
@@ -157,9 +158,9 @@ def _other_costs(row: Row, items: tuple, observed: Decimal | None, observed_curr
     """Sum the other costs of a configuration and add them to its planned and to its observed package spend, apart."""
     other, currency, reason = expenses.total(items)
     planned = (expenses.plus(row.plan.total, row.plan.currency, items) if row.plan
-               else (None, None, f"no planned package ({row.plan_reason})"))
+               else (None, None, Text("no planned package ({reason})", reason=row.plan_reason)))
     observed_sum = expenses.plus(observed, observed_currency, items) if observed is not None else (
-        None, None, "no observed package spend")
+        None, None, Text("no observed package spend"))
     return {"other_items": items, "other_costs": other, "other_currency": currency, "other_reason": reason,
             "planned_total": planned[0], "planned_total_reason": planned[2],
             "observed_total": observed_sum[0], "observed_total_reason": observed_sum[2], "cost_includes": observed_sum[2]}
@@ -171,30 +172,39 @@ def _conditions(row: Row, question: Question) -> list[str]:
     ok = [t for t in row.summary.counted if t["status"] == "ok"]
     set_aside = row.summary.excluded_successes
     if not ok:
-        failed.append("quality: no successful trial" + (f" left ({set_aside} excluded)" if set_aside else ""))
+        failed.append(Text("quality: no successful trial left ({count} excluded)", count=set_aside) if set_aside
+                      else Text("quality: no successful trial"))
     elif len(ok) < 2 and set_aside:
         # Exclusions must not let one lucky repetition win: with fewer than two left, nothing is compared.
-        failed.append(f"comparison: cannot be compared, {len(ok)} successful trial left after {set_aside} excluded")
+        failed.append(Text("comparison: cannot be compared, {left} successful trial left after {count} excluded",
+                           left=len(ok), count=set_aside))
     if ok:
         rejected = [t for t in ok if not t["corpus_accepted"]]
         if rejected:
-            misses = sorted({f"{v['metric']} {v['value']:.3f} < {v['threshold']}" for t in rejected
-                             for v in (t.get("quality") or {}).get("verdicts", []) if not v["passed"] and v["value"] is not None})
-            failed.append(f"quality: {len(rejected)} of {len(ok)} successful trials not accepted ({'; '.join(misses) or 'ids or format'})")
+            misses = {(v["metric"], round(v["value"], 3), v["threshold"]) for t in rejected
+                      for v in (t.get("quality") or {}).get("verdicts", []) if not v["passed"] and v["value"] is not None}
+            said = [Text("{metric} {value} < {threshold}", metric=metric, value=Figure(value, 3, grouped=False), threshold=limit)
+                    for metric, value, limit in sorted(misses)]
+            failed.append(Text("quality: {rejected} of {ok} successful trials not accepted ({misses})", rejected=len(rejected),
+                               ok=len(ok), misses=Joined("; ", said) if said else Text("ids or format")))
         mismatched = [t for t in ok if not (t.get("id_check") or {}).get("ids_match")]
         if mismatched:
-            failed.append(f"ids: {len(mismatched)} of {len(ok)} successful trials did not return every id exactly once")
+            failed.append(Text("ids: {count} of {ok} successful trials did not return every id exactly once",
+                               count=len(mismatched), ok=len(ok)))
     if row.hours is not None:
         longest = decimal_hours(row.hours[2])
         if question.window_hours is not None and longest > question.window_hours:
-            failed.append(f"window: projected up to {longest:.2f} h, longer than the {format_hours(question.window_hours)} h access window")
+            failed.append(Text("window: projected up to {longest} h, longer than the {window} h access window",
+                               longest=Figure(longest, 2, grouped=False), window=Decimal(format_hours(question.window_hours))))
         if question.deadline_hours is not None and longest > question.deadline_hours:
-            failed.append(f"deadline: projected up to {longest:.2f} h, later than the {format_hours(question.deadline_hours)} h until the deadline")
+            failed.append(Text("deadline: projected up to {longest} h, later than the {deadline} h until the deadline",
+                               longest=Figure(longest, 2, grouped=False), deadline=Decimal(format_hours(question.deadline_hours))))
     if question.budget is not None:
         if row.plan is None:
-            failed.append(f"budget: cannot be checked ({row.plan_reason})")
+            failed.append(Text("budget: cannot be checked ({reason})", reason=row.plan_reason))
         elif row.plan.total > question.budget:
-            failed.append(f"budget: planned {row.plan.total} exceeds the ceiling {money(question.budget)}")
+            failed.append(Text("budget: planned {total} exceeds the ceiling {budget}", total=row.plan.total,
+                               budget=money(question.budget)))
     return failed
 
 
@@ -208,19 +218,9 @@ def _to_measure(rows: list[Row], question: Question, catalog: Catalog) -> list[d
         plans = package_plans(catalog, card.slug, question.window_hours)
         best, single = (plans[0], single_package(plans)) if plans else (None, None)
         cards.append({"card": card, "plan": best, "single": single if best and best.explicit else None,
-                      "reason": None if best else f"catalog {catalog.version} lists no package for {card.name}"})
+                      "reason": None if best else Text("catalog {catalog} lists no package for {card}",
+                                                         catalog=catalog.version, card=card.name)})
     return cards
-
-
-def measure_price(card: dict) -> str:
-    """Say what one lot of a card to measure costs for the window, and the single package beside explicit periods."""
-    plan, single = card["plan"], card["single"]
-    if plan is None:
-        return card["reason"]
-    text = f"{plan.total} {plan.price.currency} for one lot in {plan.label()}"
-    if single:
-        text += f" (one {single.price.days}-day package: {single.total} {single.price.currency}, no second setup)"
-    return text
 
 
 def _rank_key(row: Row):
@@ -240,8 +240,8 @@ def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
     for deliverable in view.distinct_deliverables():
         key = trial_config.get(deliverable["trial_id"])
         if key is None:
-            problems.append(f"deliverable {deliverable['record_id']} names trial {deliverable['trial_id']}, "
-                            "which is not in this campaign's records")
+            problems.append(Text("deliverable {record} names trial {trial}, which is not in this campaign's records",
+                                 record=deliverable["record_id"], trial=deliverable["trial_id"]))
         else:
             delivered.setdefault(key, set()).add(deliverable["corpus_fingerprint"])
     planned = []
@@ -264,7 +264,7 @@ def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
         for rental in row.observed_rentals:
             paid_for.setdefault(rental["record_id"], []).append(row.label)
     return Report(view.name, view.title, question, corpus_entries, catalog.version, rows, ranked, infeasible, to_measure,
-                  problems, **_answer(question, ranked, infeasible, rows, to_measure, corpus_entries),
+                  problems, **answer(question, ranked, infeasible, rows, to_measure, corpus_entries),
                   exclusions=tuple(view.exclusion_table()), **_unequal(view, rows, ranked), paid_for=paid_for,
                   unlinked=tuple(r for r in view.rentals if r["record_id"] not in paid_for))
 
@@ -282,93 +282,13 @@ def _unequal(view: CampaignView, rows: list[Row], ranked: list[Row]) -> dict:
     found = expenses.unequal(view.expenses, [(row.key, row.label) for row in rows])
     if not found:
         return {"unequal": (), "unequal_note": None}
-    note = ("The ranking orders by planned package spend, the items every configuration carries alike; other costs that "
-            "only some configurations carry are shown beside it and never decide the order.")
+    note = Text("The ranking orders by planned package spend, the items every configuration carries alike; other costs that "
+                "only some configurations carry are shown beside it and never decide the order.")
     with_others = sorted(ranked, key=lambda row: (row.planned_total is None, row.planned_total or 0, _rank_key(row)))
     if [row.key for row in with_others] != [row.key for row in ranked] and all(row.planned_total is not None for row in ranked):
-        note += f" Counted in, they would put {with_others[0].label} first: compare the items before deciding."
+        note = Joined(" ", [note, Text("Counted in, they would put {label} first: compare the items before deciding.",
+                                       label=with_others[0].label)])
     return {"unequal": tuple(found), "unequal_note": note}
-
-
-def _answer(question: Question, ranked: list[Row], infeasible: list[Row], rows: list[Row], to_measure: list[dict],
-            corpus_entries: int | None) -> dict:
-    """Return the plain-language answer, the index's one-line summary and the rows they name."""
-    found = SimpleNamespace(cheapest=None, runner_up=None, gap_money=None, gap_hours=None, tie=None, fastest=None,
-                             summary_line="", next_step="")
-    window = (f"within the {format_hours(question.window_hours)} h access window" if question.window_hours is not None
-              else "(no access window stated)")
-    workload = question.workload(corpus_entries)
-    priced = [row for row in ranked if row.plan]
-    lines = []
-    if priced:
-        best = found.cheapest = priced[0]
-        lines.append(f"Cheapest feasible configuration: {best.label}. Planned {best.plan.total} {best.plan.currency} "
-                     f"for {best.plan.describe()}; projected {span_range(best.hours)} for {workload} {window}.")
-        if best.plan.choice():
-            lines.append(best.plan.choice())
-        found.summary_line = f"{best.label}: planned {best.plan.total} {best.plan.currency}, projected up to {span(best.hours[2])}"
-        others = [row for row in ranked if row is not best]
-        if others:
-            lines.append(_runner_up(found, best, others[0]))
-    elif ranked:
-        best = ranked[0]
-        lines.append(f"{best.label} meets the quality thresholds and is projected at {span_range(best.hours)} for {workload} "
-                     f"{window}, but its package spend is {best.plan_reason}.")
-        found.summary_line = f"no priced configuration yet; {best.label} feasible ({best.plan_reason})"
-    else:
-        lines.append(f"All {len(infeasible)} configuration(s) measured fail a condition listed below.")
-        found.summary_line = f"no feasible configuration among {len(rows)}" if rows else "nothing measured yet"
-    if ranked:
-        # Every feasible configuration has a projection: a successful trial, and a corpus of at least one entry.
-        fastest = min(ranked, key=lambda row: row.hours[1])
-        if fastest is not (found.cheapest or ranked[0]):
-            found.fastest = fastest
-            cost = f"planned {fastest.plan.total} {fastest.plan.currency}" if fastest.plan else fastest.plan_reason
-            lines.append(f"Fastest feasible: {fastest.label}, projected {span(fastest.hours[1])} (median), {cost}.")
-    if to_measure:
-        names = ", ".join(f"{c['card'].name} ({measure_price(c)})" for c in to_measure)
-        lines.append(f"To measure: {names}; a price says nothing about a card's throughput.")
-    if question.missing and not question.declared:
-        lines.append("The campaign file states no [decision] table, so this answer assumes one corpus and no window.")
-    found.next_step = _next_step(found.cheapest, ranked, to_measure)
-    return {"answer": " ".join([found.next_step, *lines]), **vars(found)}
-
-
-def _next_step(cheapest: Row | None, ranked: list[Row], to_measure: list[dict]) -> str:
-    """Say in one sentence what to rent, or what to measure next and why: the line a reader signs or acts on."""
-    if cheapest is not None:
-        plan = cheapest.plan
-        return (f"Rent {plan.lots} lot{'s' * (plan.lots != 1)} of {plan.card.name}, {plan.package}, for {plan.total} "
-                f"{plan.currency}, and run {cheapest.summary.name} there.")
-    priced = sorted((c for c in to_measure if c["plan"] is not None), key=lambda c: (c["plan"].total, c["card"].slug))
-    why = ("no feasible configuration runs on a card the catalog prices" if ranked
-           else "no configuration measured so far meets every condition")
-    if not priced:
-        return f"Nothing to rent yet: {why}."
-    card, plan = priced[0]["card"], priced[0]["plan"]
-    return (f"Nothing to rent yet: {why}. Measure next on {card.name}, the cheapest card not measured for this window "
-            f"({plan.total} {plan.price.currency} for one lot), then copy that machine's runs/ folder here and build again.")
-
-
-def _runner_up(found: SimpleNamespace, best: Row, runner: Row) -> str:
-    """Compare the cheapest with the runner-up: money and pace, or a tie the repetitions do not separate."""
-    found.runner_up, found.gap_hours = runner, runner.hours[1] - best.hours[1]
-    if not runner.plan:
-        return f"Runner-up: {runner.label}, {runner.plan_reason}."
-    found.gap_money = runner.plan.total - best.plan.total
-    if found.gap_money != 0:
-        gap = found.gap_hours
-        pace = ("the same median projection" if gap == 0
-                else f"{span(abs(gap))} {'slower' if gap > 0 else 'faster'} (median projection)")
-        return f"Runner-up: {runner.label}, {found.gap_money} {best.plan.currency} more, {pace}."
-    statement = separate(best.summary, runner.summary)
-    if statement["separated"]:
-        return (f"Runner-up: {runner.label} plans the same spend, but the repetitions separate them: "
-                f"median {best.summary.median:.3f} s against {runner.summary.median:.3f} s per corpus, the ranges do not overlap.")
-    found.tie = (f"Tie: {best.label} and {runner.label} both plan {best.plan.total} {best.plan.currency} and the "
-                 f"repetitions do not separate their durations. {statement['text']}")
-    found.summary_line = f"tie at {best.plan.total} {best.plan.currency}: {best.label} and {runner.label}"
-    return found.tie
 
 
 def decision_report(*, campaign: str, runs: Path | str = DEFAULT_RUNS, catalog: Path | str | None = None) -> Report:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
+from iteralab.core.language import Figure, Joined, Text, say
+from iteralab.decision.answer import measure_price
 from iteralab.decision.plan import span_range
-from iteralab.decision.report import Report, Row, measure_price
+from iteralab.decision.report import Report, Row
 from iteralab.money.catalog import money
 from iteralab.money.schedule import format_hours
 
@@ -27,8 +31,11 @@ def _observed_and_other(row: Row) -> dict:
     }
 
 
-def report_dict(report: Report) -> dict:
-    """Return every figure of the report as plain data; money and hours as decimal strings."""
+def report_dict(report: Report, *, said_in: str = "en") -> dict:
+    """Return every figure of the report as plain data; money and hours as decimal strings.
+
+    The answer and the summary are also given in the language SAID_IN (``answer_said``), when it is not English.
+    """
     question = report.question
 
     def row_dict(row: Row) -> dict:
@@ -62,6 +69,8 @@ def report_dict(report: Report) -> dict:
                      "deadline_hours": _text(question.deadline_hours and format_hours(question.deadline_hours)),
                      "budget": _text(question.budget), "missing": question.missing},
         "answer": report.answer, "summary": report.summary_line,
+        **({} if said_in == "en" else {"language": said_in, "answer_said": say(report.answer, said_in),
+                                        "summary_said": say(report.summary_line, said_in)}),
         "cheapest": report.cheapest.key if report.cheapest else None,
         "runner_up": report.runner_up.key if report.runner_up else None,
         "gap_money": _text(report.gap_money), "gap_hours": None if report.gap_hours is None else f"{report.gap_hours:.4f}",
@@ -102,57 +111,86 @@ def _package_dict(plan) -> dict:
             "currency": plan.price.currency}
 
 
+def _(message: str, **values) -> str:
+    """Say MESSAGE in the current language (iteralab decide --lang), its values too."""
+    return Text(message, **values).say()
+
+
 def planned_text(row: Row) -> str:
     """Return the planned package in a few words, or its reason."""
     if not row.plan:
-        return row.plan_reason
-    periods = f"{row.plan.periods} consecutive × " if row.plan.periods > 1 else ""
-    return f"{row.plan.total} {row.plan.currency} ({row.plan.lots}×{periods}{row.plan.days} d)"
+        return say(row.plan_reason)
+    if row.plan.periods > 1:
+        return _("{total} {currency} ({lots}×{periods} consecutive × {days} d)", total=row.plan.total,
+                 currency=row.plan.currency, lots=row.plan.lots, periods=row.plan.periods, days=row.plan.days)
+    return _("{total} {currency} ({lots}×{days} d)", total=row.plan.total, currency=row.plan.currency, lots=row.plan.lots,
+             days=row.plan.days)
+
+
+def _question(report: Report) -> str:
+    question = report.question
+    window = (_("window {hours} h", hours=Decimal(format_hours(question.window_hours))) if question.window_hours is not None
+              else _("window not stated"))
+    text = _("Question: {workload}; {window}", workload=question.workload(report.corpus_entries), window=window)
+    if question.window_start:
+        text += " (" + _("{first} to {last}", first=question.window_start, last=question.window_end) + ")"
+    if question.deadline_hours is not None:
+        text += "; " + _("deadline {hours} h after the start", hours=Decimal(format_hours(question.deadline_hours)))
+    if question.budget is not None:
+        text += "; " + _("budget {budget}", budget=money(question.budget))
+    return text
 
 
 def describe_report(report: Report) -> str:
-    """Write the report as text: the answer, the question, ranked and infeasible configurations, cards to measure."""
+    """Write the report as text: the answer, the question, ranked and infeasible configurations, cards to measure.
+
+    Said in the current language (English unless inside ``language.speaking``).
+    """
     question = report.question
-    lines = [f"Decision report for {report.campaign} (catalog {report.catalog_version})", "", report.answer, "",
-             f"Question: {question.workload(report.corpus_entries)}; "
-             f"window {format_hours(question.window_hours) + ' h' if question.window_hours is not None else 'not stated'}"
-             + (f" ({question.window_start} to {question.window_end})" if question.window_start else "")
-             + (f"; deadline {format_hours(question.deadline_hours)} h after the start" if question.deadline_hours is not None else "")
-             + (f"; budget {money(question.budget)}" if question.budget is not None else "")]
+    lines = [_("Decision report for {campaign} (catalog {catalog})", campaign=report.campaign, catalog=report.catalog_version),
+             "", say(report.answer), "", _question(report)]
     if question.declared and question.missing:
-        lines.append(f"Not stated: {'; '.join(question.missing)}")
-    lines += ["", "Feasible, cheapest planned spend first (projection for the workload; planned and observed money apart):"]
+        lines.append(_("Not stated: {missing}", missing=Joined("; ", question.missing)))
+    lines += ["", _("Feasible, cheapest planned spend first (projection for the workload; planned and observed money apart):")]
     for rank, row in enumerate(report.ranked, start=1):
-        observed = f"{row.observed_spend} {row.observed_currency}" if row.observed_spend is not None else row.observed_reason
+        observed = (_("{amount} {currency}", amount=row.observed_spend, currency=row.observed_currency)
+                    if row.observed_spend is not None else say(row.observed_reason))
         lines.append(f"{rank:>3}. {row.label}")
-        lines.append(f"     median {row.summary.median:.3f} s per corpus; projected {span_range(row.hours)} on {row.lots} lot(s); "
-                     f"planned {planned_text(row)}; observed {observed}; deliverables {row.deliverables}")
+        lines.append("     " + _("median {median} s per corpus; projected {span} on {lots} lot(s); planned {planned}; observed "
+                                 "{observed}; deliverables {deliverables}", median=Figure(row.summary.median, 3, grouped=False),
+                                 span=span_range(row.hours), lots=row.lots, planned=planned_text(row), observed=observed,
+                                 deliverables=row.deliverables))
         if row.other_items:
-            other = f"{row.other_costs} {row.other_currency}" if row.other_costs is not None else row.other_reason
-            planned_total = f"{row.planned_total} {row.plan.currency}" if row.planned_total is not None else row.planned_total_reason
-            lines.append(f"     other costs {other}; planned package and other costs {planned_total}")
+            other = (_("{amount} {currency}", amount=row.other_costs, currency=row.other_currency)
+                     if row.other_costs is not None else say(row.other_reason))
+            planned_total = (_("{amount} {currency}", amount=row.planned_total, currency=row.plan.currency)
+                             if row.planned_total is not None else say(row.planned_total_reason))
+            lines.append("     " + _("other costs {other}; planned package and other costs {total}", other=other,
+                                     total=planned_total))
     if not report.ranked:
-        lines.append("  none")
-    lines += ["", "Infeasible:"]
+        lines.append("  " + _("none"))
+    lines += ["", _("Infeasible:")]
     for row in report.infeasible:
-        lines.append(f"  - {row.label}: {'; '.join(row.conditions)}")
+        lines.append(f"  - {row.label}: {say(Joined('; ', row.conditions))}")
     if not report.infeasible:
-        lines.append("  none")
+        lines.append("  " + _("none"))
     if report.to_measure:
-        lines += ["", "To measure (price only: no time, no quality):"]
-        lines += [f"  - {card['card'].name}: {measure_price(card)}" for card in report.to_measure]
+        lines += ["", _("To measure (price only: no time, no quality):")]
+        lines += [f"  - {card['card'].name}: {say(measure_price(card))}" for card in report.to_measure]
     if report.unlinked:
-        lines += ["", "Rentals linked to no configuration (the campaign's spend, in no configuration's figures):"]
-        lines += [f"  - {r['record_id']}: {r['lots']} lot(s) {r['gpu']} x {r['days']} days from {r['start']}, {r['total']} "
-                  f"{r['currency']}" for r in report.unlinked]
+        lines += ["", _("Rentals linked to no configuration (the campaign's spend, in no configuration's figures):")]
+        lines += ["  - " + _("{record}: {lots} lot(s) {gpu} x {days} days from {start}, {total} {currency}", record=r["record_id"],
+                             lots=r["lots"], gpu=r["gpu"], days=r["days"], start=r["start"], total=Decimal(r["total"]),
+                             currency=r["currency"]) for r in report.unlinked]
     if report.unequal:
-        lines += ["", "Unequal items (other costs that only some configurations carry):"]
-        lines += [f"  - {item['justification']} ({item['amount']} {item['currency']}, {item['record_id']}): not carried by "
-                  f"{'; '.join(item['without'])}" for item in report.unequal]
-        lines.append(f"  {report.unequal_note}")
+        lines += ["", _("Unequal items (other costs that only some configurations carry):")]
+        lines += ["  - " + _("{justification} ({amount} {currency}, {record}): not carried by {labels}",
+                             justification=item["justification"], amount=Decimal(item["amount"]), currency=item["currency"],
+                             record=item["record_id"], labels="; ".join(item["without"])) for item in report.unequal]
+        lines.append(f"  {say(report.unequal_note)}")
     lines += exclusions_text(report.exclusions)
     if report.problems:
-        lines += ["", "Problems:", *(f"  - {problem}" for problem in report.problems)]
+        lines += ["", _("Problems:"), *(f"  - {say(problem)}" for problem in report.problems)]
     return "\n".join(lines)
 
 
@@ -161,11 +199,14 @@ def exclusions_text(exclusions) -> list[str]:
     lines = []
     for entry in exclusions:
         withdrawal = entry["withdrawal"]
-        state = (f"withdrawn {withdrawal['created_at']} ({withdrawal['reason']}): its trials count again" if withdrawal
-                 else "applies")
-        lines += ["", f"Exclusion {entry['record_id']}, recorded {entry['recorded_at']}"
-                  + (" after the results" if entry["after_results"] else "") + f", {state}:", f"  rule: {entry['rule']}"]
+        state = (_("withdrawn {at} ({reason}): its trials count again", at=withdrawal["created_at"], reason=withdrawal["reason"])
+                 if withdrawal else _("applies"))
+        heading = (_("Exclusion {record}, recorded {at} after the results, {state}:", record=entry["record_id"],
+                     at=entry["recorded_at"], state=state) if entry["after_results"] else
+                   _("Exclusion {record}, recorded {at}, {state}:", record=entry["record_id"], at=entry["recorded_at"],
+                     state=state))
+        lines += ["", heading, "  " + _("rule: {rule}", rule=entry["rule"])]
         for row in entry["configurations"]:
-            trials = ", ".join(row["trials"]) or "none"
-            lines.append(f"  - {row['label']}: {trials}" + ("" if row["checked"] else " (not checked against this rule)"))
+            trials = ", ".join(row["trials"]) or _("none")
+            lines.append(f"  - {row['label']}: {trials}" + ("" if row["checked"] else " " + _("(not checked against this rule)")))
     return lines

@@ -9,6 +9,7 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from iteralab.core.errors import UserError
+from iteralab.core.language import Text
 from iteralab.money.catalog import CENT, PACKAGE_DAYS, ROUNDING, Catalog, Price, lots_price, money
 
 
@@ -146,8 +147,9 @@ class PackagePlan:
     def label(self) -> str:
         """Name the package: 'one 7-day package' or '2 consecutive 3-day periods, bought explicitly; ...'."""
         if not self.explicit:
-            return f"one {self.price.days}-day package"
-        return f"{self.periods} consecutive {self.price.days}-day periods, bought explicitly; no automatic extension"
+            return Text("one {days}-day package", days=self.price.days)
+        return Text("{periods} consecutive {days}-day periods, bought explicitly; no automatic extension",
+                    periods=self.periods, days=self.price.days)
 
 
 def package_plans(catalog: Catalog, slug: str, hours: Decimal | None, lots: int = 1) -> list[PackagePlan]:

@@ -12,10 +12,13 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from iteralab.core.errors import UserError
+from iteralab.core.language import Text
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
 from iteralab.run.tables import Invalid, Table
 from iteralab.store.records import NAME_PATTERN
 
+# What the measured window holds, as the protocol of every run states it (a sentence of the catalog).
+MEASURED_WINDOW = Text("read corpus, tokenize, host-to-device transfer, inference, predictions on host")
 PRECISIONS = ("fp32", "bf16", "fp16")
 QUANTIZATIONS = ("none", "dynamic-int8")
 ATTENTIONS = ("eager", "sdpa")
@@ -134,7 +137,7 @@ def _protocol(table: Table, variant_names: set[str] | None) -> dict:
         "thresholds": table.attempt(lambda: _thresholds(table), {}),
         "min_agreement": table.get("min_agreement", float, default=None),
         "warmup": table.attempt(lambda: _warmup(table), {}),
-        "measured_window": "read corpus, tokenize, host-to-device transfer, inference, predictions on host",
+        "measured_window": MEASURED_WINDOW,
     }
     if variant_names is not None and protocol["reference_variant"] not in variant_names:
         table.note("reference_variant", f"{protocol['reference_variant']!r} is not a declared variant")
@@ -268,7 +271,7 @@ def _warmup(table: Table) -> dict:
     rule = {
         "batches": warmup.get("batches", int, minimum=0),
         "passes": warmup.get("passes", int, default=1, minimum=1),
-        "inputs": "the first batches of the corpus in the variant's processing order",
+        "inputs": Text("the first batches of the corpus in the variant's processing order"),
         "recompilation": warmup.get(
             "recompilation", str,
             default="torch.compile compiles during the compilation phase on the first batch; "

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from iteralab.core.language import Text
+
 FIRST_FEW = 5
 
 
@@ -81,9 +83,9 @@ def evaluate(*, predictions: list[tuple[str, str, float]], gold: dict[str, str |
     buckets = {name: scores([i for i in predicted if bucket_of.get(i) == name]) for name in bucket_names}
     reasons = {}
     if not labelled:
-        reasons["accuracy"] = reasons["macro_f1"] = "the corpus has no gold labels"
+        reasons["accuracy"] = reasons["macro_f1"] = Text("the corpus has no gold labels")
     if reference is None:
-        reasons["agreement"] = "the reference variant has no successful trial to compare with"
+        reasons["agreement"] = Text("the reference variant has no successful trial to compare with")
     verdicts = []
     limits = dict(protocol["thresholds"])
     if protocol.get("min_agreement") is not None:
@@ -93,7 +95,7 @@ def evaluate(*, predictions: list[tuple[str, str, float]], gold: dict[str, str |
         verdicts.append({
             "metric": metric, "threshold": threshold, "comparison": ">=", "value": value,
             "passed": value is not None and value >= threshold,
-            "reason": None if value is not None else reasons.get(metric, "not measured"),
+            "reason": None if value is not None else reasons.get(metric, Text("not measured")),
         })
     return {
         "overall": overall,

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from iteralab.core.errors import UserError
+from iteralab.core.language import Text
 from iteralab.store import records
 from iteralab.store.configuration import configuration_of
 
-WARMUP_AGAIN = ("applied again: every trial loads the model and runs the protocol's warm-up before its measured window, "
-                "so the first trial after the resumption is warmed up as the first trial of the run was")
+WARMUP_AGAIN = Text("applied again: every trial loads the model and runs the protocol's warm-up before its measured window, "
+                    "so the first trial after the resumption is warmed up as the first trial of the run was")
 
 
 @dataclass
@@ -101,9 +102,9 @@ def interrupted_row(manifest: dict, start: dict, now: str) -> dict:
         error=(f"the process ended during this trial (started {start['created_at']}) without writing its record; "
                f"found by iteralab run --resume at {now}"),
         entries_expected=manifest["corpus"]["entries"], entries_completed=None,
-        entries_completed_reason="unknown: the process ended before the trial could record its progress",
+        entries_completed_reason=Text("unknown: the process ended before the trial could record its progress"),
         started_at=start["created_at"], truncated_entries=manifest["corpus"].get("truncated_entries"), phases={},
-        gpu_event_durations=None, gpu_event_durations_reason="not recorded: the process ended during the trial",
+        gpu_event_durations=None, gpu_event_durations_reason=Text("not recorded: the process ended during the trial"),
         memory={"device": str(variant_config.get("device", "cpu"))}, predictions=None, id_check=None, quality=None,
         corpus_accepted=False, throughput_entries_per_s=None)
     record["record_id"] = start["trial_id"]

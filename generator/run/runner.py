@@ -13,6 +13,7 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.core.files import copy_atomically, writing
+from iteralab.core.language import Text
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, rotation
 from iteralab.run.corpus import Corpus, load_corpus, token_counts
@@ -318,7 +319,7 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
         error=error, entries_expected=len(prepared.corpus.entries),
         entries_completed=completed if status != "ok" else len(predictions),
         truncated_entries=prepared.truncated, phases=clock.finish(failed_phase),
-        gpu_event_durations=None, gpu_event_durations_reason="not recorded: host timers with CUDA synchronisation are the measure",
+        gpu_event_durations=None, gpu_event_durations_reason=Text("not recorded: host timers with CUDA synchronisation are the measure"),
         memory=gpu_memory_context(variant.device, clock.host_scope),
         predictions=prediction_file, id_check=id_check, quality=quality, corpus_accepted=bool(accepted),
         throughput_entries_per_s=_throughput(clock, predictions) if status == "ok" else None,
@@ -345,7 +346,7 @@ def _compiled(clock: PhaseClock, prepared: Prepared, variant, tokenizer, model) 
     """Return the inference loop, compiled (and run once, which compiles it) in its own phase when the variant says so."""
     protocol = prepared.campaign.protocol
     if not variant.compile:
-        clock.skip("compilation", "torch.compile is off for this variant")
+        clock.skip("compilation", Text("torch.compile is off for this variant"))
         return Inference(tokenizer, model, variant, protocol)
     import torch
 

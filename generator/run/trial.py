@@ -9,13 +9,15 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
+from iteralab.core.language import Text
 from iteralab.run.campaign import Variant
 from iteralab.run.corpus import load_corpus
 from iteralab.store.trials import PHASES
 
-HOST_RSS_PER_PHASE = "peak resident set size of the runner process during the phase (VmHWM, reset at phase start)"
-HOST_RSS_LIFETIME = ("peak resident set size of the runner process since it started (getrusage ru_maxrss): "
-                     "this kernel cannot reset the peak per phase")
+# Sentences the records hold in English; each is a message of the catalog, so a page can say it in another language.
+HOST_RSS_PER_PHASE = Text("peak resident set size of the runner process during the phase (VmHWM, reset at phase start)")
+HOST_RSS_LIFETIME = Text("peak resident set size of the runner process since it started (getrusage ru_maxrss): "
+                         "this kernel cannot reset the peak per phase")
 CLEAR_REFS = "/proc/self/clear_refs"
 
 
@@ -111,7 +113,8 @@ class PhaseClock:
         """Fill in phases never reached, each with its reason."""
         for name in PHASES:
             if name not in self.phases:
-                self.phases[name] = {"duration_ns": None, "reason": f"not reached: the trial stopped in {failed_phase}"}
+                self.phases[name] = {"duration_ns": None, "reason": Text("not reached: the trial stopped in {failed_phase}",
+                                                                                      failed_phase=failed_phase)}
         return {name: self.phases[name] for name in PHASES}
 
 
@@ -147,7 +150,7 @@ def gpu_memory_context(device: str, host_scope: str) -> dict:
                 "gpu_memory_reason": None, "host_rss_scope": host_scope,
                 "gpu_counters": "torch.cuda.max_memory_allocated / max_memory_reserved, reset at each phase start, bytes, this device only"}
     return {"device": device, "gpu_name": None, "gpu_capacity_bytes": None,
-            "gpu_memory_reason": f"no GPU: the variant runs on {device}", "host_rss_scope": host_scope,
+            "gpu_memory_reason": Text("no GPU: the variant runs on {device}", device=device), "host_rss_scope": host_scope,
             "gpu_counters": None}
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import orjson
 
+from iteralab.core import language
 from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder, sheets_folder
 from iteralab.decision.qualification import qualify, sheet_campaigns
@@ -36,21 +37,56 @@ def _refuse_nested(runs: Path, out: Path) -> None:
 
 def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", notes: Path | str | None = None,
                catalog: Path | str | None = None, sheets: Path | str | None = None, chart_cache: Path | None = None,
-               processes: int | None = None) -> dict:
-    """Render every page; campaigns whose inputs did not change since the last build are skipped.
+               processes: int | None = None, languages: tuple[str, ...] | list[str] = (language.DEFAULT,)) -> dict:
+    """Render every page in each of LANGUAGES; campaigns whose inputs did not change since the last build are skipped.
 
+    The first language is built into OUT, each other one into OUT/CODE/, every page linking to its twin in the others.
     PROCESSES renders campaigns on that many cores (default: every core when there are thousands of trials).
     """
+    codes = _languages(languages)
+    out = Path(out)
+    chart_cache = chart_cache if chart_cache is not None else out.parent / ".iteralab-cache" / "charts"
+    results = {}
+    for code in codes:
+        others = tuple((other, language.LANGUAGES[other], _prefix(code, other, codes[0])) for other in codes if other != code)
+        with language.speaking(code):
+            results[code] = _build_language(runs=runs, out=out if code == codes[0] else out / code, notes=notes,
+                                            catalog=catalog, sheets=sheets, chart_cache=chart_cache, processes=processes,
+                                            alternates=others)
+    result = dict(results[codes[0]])
+    result["languages"] = {code: {"index": found["index"], "rendered": found["rendered"], "written": found["written"],
+                                  "unchanged": found["unchanged"]} for code, found in results.items()}
+    return result
+
+
+def _languages(requested) -> tuple[str, ...]:
+    """Check the requested language codes: known ones, each once, in the order given."""
+    codes = tuple(dict.fromkeys(requested))
+    unknown = [code for code in codes if code not in language.LANGUAGES]
+    if unknown or not codes:
+        raise UserError(f"unknown language {', '.join(unknown) or '(none)'}: choose from {', '.join(language.LANGUAGES)} "
+                        "(--lang en --lang id builds both); nothing was written")
+    return codes
+
+
+def _prefix(code: str, other: str, first: str) -> str:
+    """Return the path from CODE's site root to OTHER's: the first language at the top, the others in CODE/ below it."""
+    if code == first:
+        return f"{other}/"
+    return "../" if other == first else f"../{other}/"
+
+
+def _build_language(*, runs, out: Path, notes, catalog, sheets, chart_cache: Path, processes, alternates: tuple) -> dict:
+    """Build the site in the current language into OUT."""
     runs, out = Path(runs), Path(out)
     if not runs.is_dir():
         raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records")
     _refuse_nested(runs, out)
-    places = Places(out, runs, notes_folder(runs, notes), Path(catalog) if catalog else None,
-                    chart_cache if chart_cache is not None else out.parent / ".iteralab-cache" / "charts")
+    places = Places(out, runs, notes_folder(runs, notes), Path(catalog) if catalog else None, chart_cache, alternates)
     sheets_dir = sheets_folder(runs, sheets)
     state = _read_state(out / STATE_FILE)
     runs_files = list_files(runs)
-    inputs = inputs_digest(runs_files, places.notes, sheets_dir, places.catalog)
+    inputs = inputs_digest(runs_files, places.notes, sheets_dir, places.catalog, alternates)
     if state.get("inputs") == inputs and (out / "index.html").is_file():
         return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "processes": 1,
                 "written": 0, "unchanged": 0, "problems": state.get("problems", []), "failed": state.get("failed", {})}
@@ -59,7 +95,7 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
     table = load_table(runs, sorted(runs / relative for relative, _ in runs_files if is_records_file(relative)))
     price_catalog = load_catalog(catalog)
     all_notes = load_notes(places.notes)
-    plan = _plan(table, runs_files, sheets_dir, price_catalog, all_notes)
+    plan = _plan(table, runs_files, sheets_dir, price_catalog, all_notes, places.alternates)
     names, keys, problems = plan["names"], plan["keys"], plan["problems"]
     previous, summaries = state.get("campaigns", {}), state.get("summaries", {})
     state.setdefault("answers", {})
@@ -69,7 +105,7 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
     tasks = [(name, table.part(name), plan["notes"][name], plan["sheets"][name], plan["stamps"][name], plan["present"][name])
              for name in stale]
     answers, failed, count = _render_campaigns(tasks, places, processes, writer, {"problems": problems, "catalog": price_catalog,
-                                                                                 "places": places}, summaries)
+                                                                                 "places": places, "language": language.current()}, summaries)
     # A failed campaign is never remembered as done (its key is None): every failure is one of this build's.
     answers |= {name: state["answers"][name] for name in names if name not in answers}
     failed = dict(sorted(failed.items()))
@@ -78,9 +114,13 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
     for gone in set(previous) - set(keys):
         shutil.rmtree(out / "campaigns" / gone, ignore_errors=True)
     summaries = {name: summaries[name] for name in names}
-    common = {"stamp": build_stamp(max((at for at in plan["newest"].values() if at), default=None)), "catalog": price_catalog}
+    common = {"stamp": build_stamp(max((at for at in plan["newest"].values() if at), default=None)), "catalog": price_catalog,
+              "alternates": places.alternates}
     problems = problems + plan["sheet_problems"] + note_problems(all_notes, summaries)
-    _write_shared_pages(writer, summaries, all_notes, answers, problems, {**common, "failed": failed})
+    # The 404 page is served for a missing path at any depth: its links start at the host's root (another language: below it).
+    primary = not any(prefix.startswith("../") for _, _, prefix in places.alternates)
+    served_root = "/" if primary else f"/{language.current()}/"
+    _write_shared_pages(writer, summaries, all_notes, answers, problems, {**common, "failed": failed, "served_root": served_root})
     state = {"format": incremental.STATE_FORMAT, "inputs": inputs, "campaigns": keys, "summaries": summaries,
              "answers": {name: answers[name] for name in names}, "problems": problems, "failed": failed}
     writer.write(STATE_FILE, orjson.dumps(state, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE))
@@ -88,7 +128,7 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
             "written": writer.written, "unchanged": writer.kept, "problems": problems, "failed": failed}
 
 
-def _plan(table, runs_files: list, sheets_dir: Path, price_catalog, all_notes: list) -> dict:
+def _plan(table, runs_files: list, sheets_dir: Path, price_catalog, all_notes: list, alternates: tuple) -> dict:
     """Work out each campaign's inputs and key from the record table, and settle the qualification sheets."""
     positions = incremental.groups(table)
     names = list(positions)
@@ -103,7 +143,7 @@ def _plan(table, runs_files: list, sheets_dir: Path, price_catalog, all_notes: l
     newest = incremental.newest_records(table, positions)
     stamps = {name: build_stamp(newest[name]) for name in names}
     present = incremental.present_predictions(table, positions, {relative for relative, _ in runs_files})
-    keys = incremental.campaign_keys(table, positions, shared_key(price_catalog), problems, present, notes, sheets, stamps)
+    keys = incremental.campaign_keys(table, positions, shared_key(price_catalog, alternates), problems, present, notes, sheets, stamps)
     return {"names": names, "problems": problems, "sheet_problems": sheet_problems, "notes": notes, "sheets": sheets,
             "newest": newest, "stamps": stamps, "present": present, "keys": keys}
 
@@ -136,17 +176,17 @@ def _render_campaigns(tasks: list[tuple], places: Places, processes: int | None,
 def _write_shared_pages(writer: Writer, summaries: dict, all_notes: list, answers: dict, problems: list, common: dict) -> None:
     """Write the index, catalog, sizing and note pages, the stylesheet and the record schemas."""
     env = jinja_environment()
-    writer.write("index.html", env.get_template("index.html").render(root="", campaigns=list(summaries.values()), notes=all_notes,
+    writer.write("index.html", env.get_template("index.html").render(root="", page="index.html", campaigns=list(summaries.values()), notes=all_notes,
                                                                       answers=answers, problems=problems, **common))
-    # Served for any missing path (iteralab serve, most static hosts) at any depth: its links start at the host's root.
-    writer.write("404.html", env.get_template("404.html").render(root="/", **common))
-    writer.write("catalog.html", env.get_template("catalog.html").render(root="", rows=catalog_rows(common["catalog"]), **common))
+    writer.write("404.html", env.get_template("404.html").render(root=common["served_root"], page="404.html", **common))
+    writer.write("catalog.html", env.get_template("catalog.html").render(root="", page="catalog.html", rows=catalog_rows(common["catalog"]),
+                                                                          **common))
     rows = [row for summary in summaries.values() for row in summary["sizing"]]
-    writer.write("sizing.html", env.get_template("sizing.html").render(root="", rows=rows, **common))
+    writer.write("sizing.html", env.get_template("sizing.html").render(root="", page="sizing.html", rows=rows, **common))
     anchors = {name: summary["variants"] for name, summary in summaries.items()}
     for note in all_notes:
         writer.write(f"notes/{note.slug}.html", env.get_template("note.html").render(
-            root="../", note=note, known=set(summaries), anchors=anchors,
+            root="../", page=f"notes/{note.slug}.html", note=note, known=set(summaries), anchors=anchors,
             note_problems=[p for p in problems if p.startswith(f"notes/{note.source}: ")], **common))
     writer.write("assets/style.css", (TEMPLATES / "assets" / "style.css").read_bytes())
     folder = resources.files("iteralab.store") / "schemas"
@@ -166,5 +206,8 @@ def describe_build(result: dict) -> str:
     if result["problems"]:
         lines.append(f"{len(result['problems'])} problem(s) in the records and notes are listed on the index page "
                      "(iteralab check shows the records' ones)")
+    for code, found in list(result.get("languages", {}).items())[1:]:
+        lines.append(f"{language.LANGUAGES[code]}: {found['written']} file(s) written, {found['unchanged']} unchanged; "
+                     f"{found['index'].resolve()}")
     lines.append(f"Site: {result['index'].resolve()}")
     return "\n".join(lines)

@@ -17,7 +17,7 @@ import numpy as np
 from iteralab.store.reading import RecordTable
 from iteralab.store.views import CampaignView, problems_by_campaign
 
-STATE_FORMAT = 2  # of the build state file; a state of another format is ignored (every campaign is rendered again)
+STATE_FORMAT = 3  # of the build state file; a state of another format is ignored (every campaign is rendered again)
 
 
 def groups(table: RecordTable) -> dict[str, np.ndarray]:

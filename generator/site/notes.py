@@ -9,6 +9,7 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.core.files import writing
+from iteralab.core.language import Text
 from iteralab.core.lines import json_lines
 from iteralab.core.paths import notes_folder
 from iteralab.decision.plan import span_range
@@ -95,12 +96,15 @@ def note_problems(notes: list[Note], summaries: dict) -> list[str]:
     for note in notes:
         where, campaign = f"notes/{note.source}", note.meta["campaign"]
         if campaign not in variants:
-            problems.append(f"{where}: campaign {campaign!r} has no records here; check the note's campaign line")
+            problems.append(Text("{where}: campaign {campaign} has no records here; check the note's campaign line",
+                                 where=where, campaign=repr(campaign)))
         elif note.meta.get("selected_variant") and note.meta["selected_variant"] not in variants[campaign]:
-            problems.append(f"{where}: selected_variant {note.meta['selected_variant']!r} is not a variant of {campaign} "
-                            f"({', '.join(sorted(variants[campaign])) or 'none'})")
+            problems.append(Text("{where}: selected_variant {variant} is not a variant of {campaign} ({variants})", where=where,
+                                 variant=repr(note.meta["selected_variant"]), campaign=campaign,
+                                 variants=", ".join(sorted(variants[campaign])) or Text("none")))
         if note.meta["author"].strip().lower() == UNSIGNED:
-            problems.append(f"{where}: unsigned note: the author is still {UNSIGNED!r}; write who signs the decision")
+            problems.append(Text("{where}: unsigned note: the author is still {placeholder}; write who signs the decision",
+                                 where=where, placeholder=repr(UNSIGNED)))
     return problems
 
 

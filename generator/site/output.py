@@ -10,8 +10,10 @@ import os
 from pathlib import Path
 
 import iteralab
+from iteralab.core import language
 from iteralab.core.errors import UserError, write_error
 from iteralab.core.files import write_atomically
+from iteralab.core.language import Text
 from iteralab.money.catalog import Catalog
 from iteralab.site.render import TEMPLATES, moment, template_files
 
@@ -26,8 +28,8 @@ def build_stamp(latest: str | None) -> str:
             built = dt.datetime.fromtimestamp(int(epoch), dt.UTC)
         except ValueError:
             raise UserError(f"SOURCE_DATE_EPOCH={epoch!r} is not a whole number of seconds") from None
-        return f"built {built:%Y-%m-%d %H:%M} UTC"
-    return f"records up to {moment(latest)}" if latest else "no records yet"
+        return Text("built {time}", time=moment(f"{built:%Y-%m-%dT%H:%M}+00:00")).say()
+    return Text("records up to {time}", time=moment(latest)).say() if latest else Text("no records yet").say()
 
 
 class Writer:
@@ -107,9 +109,9 @@ def list_files(folder: Path) -> list[tuple[str, os.DirEntry]]:
     return sorted(found, key=lambda item: item[0])
 
 
-def inputs_digest(runs_files: list, notes_dir: Path, sheets_dir: Path, catalog: Path | None) -> str:
-    """Hash everything a build reads: files of the runs folder by size and times, notes, sheets, catalog, templates."""
-    digest = hashlib.sha256(f"{iteralab.__version__}|{os.environ.get('SOURCE_DATE_EPOCH')}".encode())
+def inputs_digest(runs_files: list, notes_dir: Path, sheets_dir: Path, catalog: Path | None, alternates: tuple = ()) -> str:
+    """Hash everything a build reads: files of the runs folder by size and times, notes, sheets, catalog, templates, words."""
+    digest = hashlib.sha256(f"{iteralab.__version__}|{os.environ.get('SOURCE_DATE_EPOCH')}|{_words(alternates)}".encode())
     listing = []  # names, sizes and times, hashed in one call: a no-change rebuild of 100,000 trials stats them all
     for relative, entry in runs_files:
         if relative.rpartition("/")[0].endswith("/predictions"):
@@ -134,9 +136,17 @@ def inputs_digest(runs_files: list, notes_dir: Path, sheets_dir: Path, catalog: 
     return digest.hexdigest()
 
 
-def shared_key(catalog: Catalog) -> str:
-    """Hash what every campaign's pages depend on: code version, templates, catalog."""
-    digest = hashlib.sha256(iteralab.__version__.encode())
+def _words(alternates: tuple) -> str:
+    """Name the build's language, its catalog's bytes and the languages its pages link to."""
+    code = language.current()
+    catalog = language.LOCALES / code / "LC_MESSAGES" / f"{language.DOMAIN}.mo"
+    words = hashlib.sha256(catalog.read_bytes()).hexdigest() if code != language.DEFAULT else ""
+    return json.dumps([code, words, alternates])
+
+
+def shared_key(catalog: Catalog, alternates: tuple = ()) -> str:
+    """Hash what every campaign's pages depend on: code version, templates, catalog, language."""
+    digest = hashlib.sha256(f"{iteralab.__version__}|{_words(alternates)}".encode())
     for template in template_files():
         digest.update(template.name.encode() + template.read_bytes())
     digest.update(json.dumps(catalog.snapshot(), sort_keys=True).encode())

@@ -10,7 +10,9 @@ from pathlib import Path
 
 from markupsafe import Markup
 
+from iteralab.core import language
 from iteralab.core.errors import CampaignFailed, within_campaign
+from iteralab.core.language import Text
 from iteralab.decision.plan import span_range
 from iteralab.decision.report import Report, decide
 from iteralab.money.catalog import Catalog, gb_to_gib
@@ -44,6 +46,7 @@ class CampaignJob:
     sheets: tuple  # the qualification sheets naming this campaign
     stamp: str
     catalog: Catalog
+    alternates: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class Places:
     notes: Path
     catalog: Path | None
     chart_cache: Path
+    alternates: tuple = ()  # (code, name, path from this language's site to that one's) of the other languages built
 
 
 def render_part(name: str, part: RecordTable, notes: tuple, sheets: tuple, stamp: str,
@@ -65,11 +69,17 @@ def render_part(name: str, part: RecordTable, notes: tuple, sheets: tuple, stamp
     catalog and the places come through ``workers.shared()``.
     """
     common = workers.shared()
+    with language.speaking(common["language"]):
+        return _render_part(common, part, notes, sheets, stamp, present)
+
+
+def _render_part(common: dict, part: RecordTable, notes: tuple, sheets: tuple, stamp: str, present: frozenset) -> tuple:
     loaded = Loaded(part.records(part.frame), part.places(part.frame), common["problems"])
     view = campaign_views(loaded, present=present)[0]
-    written, kept, answer, failure = render_campaign_job(CampaignJob(view, notes, sheets, stamp, common["catalog"]),
-                                                         common["places"])
-    return written, kept, answer, failure, summary(view, sizing_rows([view]))
+    job = CampaignJob(view, notes, sheets, stamp, common["catalog"], common["places"].alternates)
+    written, kept, answer, failure = render_campaign_job(job, common["places"])
+    # Kept in the build state as plain words of this language, so a later build shows them without deciding again.
+    return written, kept, language.say(answer), failure, language.said(summary(view, sizing_rows([view])))
 
 
 def render_campaign_job(job: CampaignJob, places: Places) -> tuple[int, int, str, str | None]:
@@ -88,36 +98,37 @@ def render_campaign_job(job: CampaignJob, places: Places) -> tuple[int, int, str
         return writer.written, writer.kept, report.summary_line, None
     except CampaignFailed as failed:
         render_failure(writer, job, failed.reason)
-        return writer.written, writer.kept, f"not built: {failed.reason}", failed.reason
+        return writer.written, writer.kept, Text("not built: {reason}", reason=failed.reason), failed.reason
 
 
 def render_failure(writer: Writer, job: CampaignJob, reason: str) -> None:
     """Write the campaign's index and decision pages as a statement of why they could not be built."""
-    page = jinja_environment().get_template("campaign_failed.html").render(
-        root="../../", view=job.view, failure=reason, stamp=job.stamp, catalog=job.catalog)
+    template = jinja_environment().get_template("campaign_failed.html")
     for name in ("index.html", "decision.html"):
-        writer.write(f"campaigns/{job.view.name}/{name}", page)
+        writer.write(f"campaigns/{job.view.name}/{name}", template.render(
+            root="../../", page=f"campaigns/{job.view.name}/{name}", view=job.view, failure=reason, stamp=job.stamp,
+            catalog=job.catalog, alternates=job.alternates))
 
 
 def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv: str, places: Places) -> None:
     """Write the campaign, decision, trial and qualification pages, the copies, trials.csv and the bundle."""
     env, view, base = jinja_environment(), job.view, f"campaigns/{job.view.name}"
-    common = {"stamp": job.stamp, "catalog": job.catalog}
+    common = {"stamp": job.stamp, "catalog": job.catalog, "alternates": job.alternates}
     bundle = campaign_bundle(view, runs=places.runs, notes=places.notes, catalog=places.catalog, loaded_notes=list(job.notes),
                              price_catalog=job.catalog, table_csv=table_csv, report=report)
     bundle_info = {"name": f"evidence-{view.name}.zip", "sha256": hashlib.sha256(bundle).hexdigest(), "size": len(bundle)}
     writer.write(f"{base}/{bundle_info['name']}", bundle)
     compared, constant = view.compared_and_constant()
     writer.write(f"{base}/index.html", env.get_template("campaign.html").render(
-        root="../../", view=view, compared=compared, constant=constant, separation=view.separation(), cost=view.cost(),
+        root="../../", page=f"{base}/index.html", view=view, compared=compared, constant=constant, separation=view.separation(), cost=view.cost(),
         charts=campaign_charts(view, places.chart_cache), notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info,
         sizing=sizing_rows([view]), report=report, **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
-        root="../../", view=view, report=report, charts=decision_charts(report, places.chart_cache), **common))
+        root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decision_charts(report, places.chart_cache), **common))
     _trials_page(writer, env, view, bundle_info["name"], common)
     writer.write(f"{base}/trials.csv", table_csv)
     writer.write(f"{base}/qualification.html", env.get_template("qualification.html").render(
-        root="../../", view=view, sheets=list(job.sheets), **common))
+        root="../../", page=f"{base}/qualification.html", view=view, sheets=list(job.sheets), **common))
 
 
 def _trials_page(writer: Writer, env, view: CampaignView, bundle_name: str, common: dict) -> None:
@@ -130,7 +141,7 @@ def _trials_page(writer: Writer, env, view: CampaignView, bundle_name: str, comm
     for legacy in ("trials", "predictions"):  # a page per trial and prediction copies, from builds before trials.html
         shutil.rmtree(writer.out / base / legacy, ignore_errors=True)
     writer.write(f"{base}/trials.html", env.get_template("trials.html").render(
-        root="../../", view=view, trials=[(trial, trial_rows(trial)) for trial in view.trials], bundle_name=bundle_name, **common))
+        root="../../", page=f"{base}/trials.html", view=view, trials=[(trial, trial_rows(trial)) for trial in view.trials], bundle_name=bundle_name, **common))
     for manifest in view.manifests:
         writer.write(f"{base}/manifests/{manifest['record_id']}.json",
                      json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
@@ -149,7 +160,7 @@ def sizing_rows(views: list[CampaignView]) -> list[dict]:
             reserved, reserved_reason = variant.peak("gpu_peak_reserved_bytes")
             rss, rss_reason = variant.peak("host_peak_rss_bytes")
             rows.append({"campaign": view.name, "variant": variant.label, "parameters": parameters,
-                         "parameters_reason": model.get("parameters_reason") or "no manifest with a parameter count",
+                         "parameters_reason": model.get("parameters_reason") or Text("no manifest with a parameter count"),
                          "bits": bits, "estimate": None if parameters is None else int(weights_bytes(parameters, bits)),
                          "allocated": allocated, "allocated_reason": allocated_reason, "reserved": reserved,
                          "reserved_reason": reserved_reason, "rss": rss, "rss_reason": rss_reason})
@@ -167,27 +178,30 @@ def campaign_charts(view: CampaignView, chart_cache: Path) -> list[dict]:
     duration_rows = [{"variant": v.label, "run_order": order, "seconds": round(seconds, 6)}
                      for v in view.variants for order, seconds in enumerate(v.seconds, start=1)]
     if duration_rows:
-        blocks.append(_chart(charts.durations_chart, "durations", "Measured window per successful trial",
-                             "Each dot is one successful trial's measured window; the black tick is the configuration's median. "
-                             "Failed trials have no duration and are listed under Failures.", duration_rows, chart_cache))
+        blocks.append(_chart(charts.durations_chart, "durations", Text("Measured window per successful trial"),
+                             Text("Each dot is one successful trial's measured window; the black tick is the configuration's "
+                                  "median. Failed trials have no duration and are listed under Failures."), duration_rows,
+                             chart_cache))
     memory_rows = []
     for v in view.variants:
-        for key, label in (("gpu_peak_allocated_bytes", "GPU peak allocated"), ("gpu_peak_reserved_bytes", "GPU peak reserved"),
-                           ("host_peak_rss_bytes", "host peak RSS (process)")):
+        for key, label in (("gpu_peak_allocated_bytes", Text("GPU peak allocated")),
+                           ("gpu_peak_reserved_bytes", Text("GPU peak reserved")),
+                           ("host_peak_rss_bytes", Text("host peak RSS (process)"))):
             value, _ = v.peak(key)
             if value is not None:
-                memory_rows.append({"variant": v.label, "counter": label, "mib": round(value / 2**20, 1)})
+                # Said here: the chart's legend shows the words themselves.
+                memory_rows.append({"variant": v.label, "counter": label.say(), "mib": round(value / 2**20, 1)})
     if memory_rows:
-        blocks.append(_chart(charts.memory_chart, "memory", "Peak memory per configuration",
-                             "Highest value of each counter over the configuration's successful trials, in MiB (2^20 bytes). "
-                             "Counters are shown side by side, never added. GPU counters are absent when the variant ran without a GPU.",
-                             memory_rows, chart_cache))
+        blocks.append(_chart(charts.memory_chart, "memory", Text("Peak memory per configuration"),
+                             Text("Highest value of each counter over the configuration's successful trials, in MiB (2^20 "
+                                  "bytes). Counters are shown side by side, never added. GPU counters are absent when the "
+                                  "variant ran without a GPU."), memory_rows, chart_cache))
     quality_rows = [{"variant": v.label, "bucket": bucket, "accuracy": round(value, 4)}
                     for v in view.variants for bucket, value in v.bucket_quality("accuracy").items() if value is not None]
     if quality_rows:
-        blocks.append(_chart(charts.quality_chart, "quality", "Accuracy per configuration and length bucket",
-                             "Median accuracy against gold labels over the configuration's successful trials, per planned length bucket.",
-                             quality_rows, chart_cache))
+        blocks.append(_chart(charts.quality_chart, "quality", Text("Accuracy per configuration and length bucket"),
+                             Text("Median accuracy against gold labels over the configuration's successful trials, per planned "
+                                  "length bucket."), quality_rows, chart_cache))
     return blocks
 
 
@@ -197,18 +211,18 @@ def decision_charts(report: Report, chart_cache: Path) -> list[dict]:
     spend_rows = [{"configuration": row.label, "planned": float(row.plan.total), "currency": row.plan.currency}
                   for row in report.rows if row.plan]
     if spend_rows:
-        blocks.append(_chart(charts.spend_chart, "planned-spend", "Planned package spend per configuration",
-                             "The cheapest catalog package × lots covering the access window and the projected hours. "
-                             "Configurations on hardware the catalog does not price have no bar.", spend_rows, chart_cache))
+        blocks.append(_chart(charts.spend_chart, "planned-spend", Text("Planned package spend per configuration"),
+                             Text("The cheapest catalog package × lots covering the access window and the projected hours. "
+                                  "Configurations on hardware the catalog does not price have no bar."), spend_rows, chart_cache))
     limit = report.question.limit_hours
-    hour_rows = [{"configuration": row.label, "projected": span_range(row.hours), "low_hours": round(row.hours[0], 6),
+    hour_rows = [{"configuration": row.label, "projected": span_range(row.hours).say(), "low_hours": round(row.hours[0], 6),
                   "high_hours": round(row.hours[2], 6), "lots": row.lots, "limit_hours": None if limit is None else float(limit)}
                  for row in report.rows if row.hours]
     if hour_rows:
-        marked = ("the red tick marks the hours available (the window, or the deadline when it comes first)" if limit is not None
-                  else "no window or deadline was stated, so nothing is marked")
-        blocks.append(_chart(charts.hours_chart, "projected-hours", "Projected processing hours against the window",
-                             "A projection, not a measurement: from the fastest to the slowest repetition, for the declared "
-                             f"workload on the planned lots, on a log axis so that minutes and the window's hours both "
-                             f"show; {marked}.", hour_rows, chart_cache))
+        marked = (Text("the red tick marks the hours available (the window, or the deadline when it comes first)")
+                  if limit is not None else Text("no window or deadline was stated, so nothing is marked"))
+        blocks.append(_chart(charts.hours_chart, "projected-hours", Text("Projected processing hours against the window"),
+                             Text("A projection, not a measurement: from the fastest to the slowest repetition, for the declared "
+                                  "workload on the planned lots, on a log axis so that minutes and the window's hours both "
+                                  "show; {marked}.", marked=marked), hour_rows, chart_cache))
     return blocks

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
+from decimal import Decimal
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
@@ -14,9 +16,12 @@ import orjson
 from markupsafe import Markup, escape
 
 import iteralab
+from iteralab.core import language
 from iteralab.core.files import cache_root
+from iteralab.core.language import Figure, Text
 from iteralab.decision.plan import SECOND_PERIOD_RISK, span
 from iteralab.money.schedule import format_hours
+from iteralab.site import words
 from iteralab.store.records import KINDS
 from iteralab.store.trials import PHASES
 
@@ -27,29 +32,53 @@ TEMPLATE_SUFFIXES = (".html", ".css")
 
 
 FORMATS = {
-    "seconds": lambda value: f"{value:.3f} s",
-    "ns": lambda value: f"{value / 1e9:.3f} s",
-    "bytes": lambda value: f"{value:,} B ({value / 2**20:,.1f} MiB)",
-    "gib": lambda value: f"{value / 2**30:,.2f} GiB",
-    "ratio": lambda value: f"{value:.3f}",
-    "int": lambda value: f"{value:,}",
-    "rate": lambda value: f"{value:,.1f}/s",
+    "seconds": lambda value, say: f"{say(value, 3, grouped=False)} s",
+    "ns": lambda value, say: f"{say(value / 1e9, 3, grouped=False)} s",
+    "bytes": lambda value, say: f"{say(value)} B ({say(value / 2**20, 1)} MiB)",
+    "gib": lambda value, say: f"{say(value / 2**30, 2)} GiB",
+    "ratio": lambda value, say: say(value, 3, grouped=False),
+    "int": lambda value, say: say(value),
+    "rate": lambda value, say: f"{say(value, 1)}/s",
 }
 
-ALL_FORMATS = {**FORMATS, "bool": lambda value: "yes" if value else "no", "text": str}
+YES, NO, NOT_RECORDED, NO_ZONE = Text("yes"), Text("no"), Text("not recorded"), Text("(no time zone stated)")
+NO_ENTRIES = Text("no entries in this subgroup")
+
+ALL_FORMATS = {**FORMATS, "bool": lambda value, say: (YES if value else NO).say(say.language),
+               "text": lambda value, say: language.say(value, say.language)}
 
 
-def _fmt(value, kind: str, reason: str | None) -> Markup:
+class _Say:
+    """Write a number in one language's way (kept apart so the formats above read as one table)."""
+
+    def __init__(self, code: str):
+        self.language = code
+
+    def __call__(self, value, places: int = 0, *, grouped: bool = True) -> str:
+        return Figure(value, places, grouped=grouped).say(self.language)
+
+
+@cache
+def _sayer(code: str) -> _Say:
+    return _Say(code)
+
+
+def _said(value, code: str):
+    """Say VALUE in the language CODE: a Text by the catalog, a record's sentence by its message, a number in its way."""
+    return language.recorded(value, code) if type(value) is str else language.say(value, code)
+
+
+def _fmt(value, kind: str, reason, code: str) -> Markup:
     if value is None:
-        why = escape(reason or "not recorded")
+        why = escape(_said(reason, code) if reason else NOT_RECORDED.say(code))
         return Markup(f'<span class="missing" data-missing="{why}" title="{why}">—<span class="reason"> {why}</span></span>')
-    return escape(ALL_FORMATS.get(kind, str)(value))
+    return escape(ALL_FORMATS.get(kind, ALL_FORMATS["text"])(value, _sayer(code)))
 
 # Trial pages repeat the same figures and reasons thousands of times; typed, so True and 1 stay apart.
 _fmt_cached = lru_cache(maxsize=1 << 16, typed=True)(_fmt)
 
 
-def moment(text: str | None) -> str:
+def moment(text: str | None, code: str | None = None) -> str:
     """Write a record's time for a reader: '2026-12-03 06:24 UTC', or '2026-12-01 09:00 UTC+07:00' as it was given."""
     if not text:
         return ""
@@ -58,39 +87,43 @@ def moment(text: str | None) -> str:
     except ValueError:
         return str(text)  # not a time this reader knows: shown as written
     if when.tzinfo is None:
-        return f"{when:%Y-%m-%d %H:%M} (no time zone stated)"
+        return language.moment(when, NO_ZONE.say(code), code)
     offset = when.utcoffset()
     zone = "UTC" if not offset else f"UTC{when:%z}"[:-2] + ":" + f"{when:%z}"[-2:]
-    return f"{when:%Y-%m-%d %H:%M} {zone}"
+    return language.moment(when, zone, code)
 
 
-def fmt(value, kind: str = "text", reason: str | None = None) -> Markup:
+def fmt(value, kind: str = "text", reason: str | None = None, code: str | None = None) -> Markup:
     """Format VALUE one way everywhere; a missing value is an empty cell with its reason, never 0."""
+    code = code or language.current()
     try:
-        return _fmt_cached(value, kind, reason)
+        return _fmt_cached(value, kind, reason, code)
     except TypeError:  # an unhashable value (a list or object shown as text)
-        return _fmt(value, kind, reason)
+        return _fmt(value, kind, reason, code)
 
 
-def _cell(value, kind: str, reason: str | None) -> Markup:
+def _cell(value, kind: str, reason, code: str) -> Markup:
     css = ' class="num"' if kind in FORMATS else ""
-    return Markup(f"<td{css}>{fmt(value, kind, reason)}</td>")
+    return Markup(f"<td{css}>{fmt(value, kind, reason, code)}</td>")
 
 _cell_cached = lru_cache(maxsize=1 << 16, typed=True)(_cell)
 
 
-def cell(value, kind: str = "text", reason: str | None = None) -> Markup:
+def cell(value, kind: str = "text", reason: str | None = None, code: str | None = None) -> Markup:
     """Return a table cell holding fmt(VALUE), right-aligned for numbers."""
+    code = code or language.current()
     try:
-        return _cell_cached(value, kind, reason)
+        return _cell_cached(value, kind, reason, code)
     except TypeError:
-        return _cell(value, kind, reason)
+        return _cell(value, kind, reason, code)
 
 
 @lru_cache(maxsize=16)
 def schema_links(root: str) -> Markup:
     """Link the record schemas from a page ROOT levels deep (every page's footer)."""
-    return Markup(", ").join(Markup('<a href="{}schemas/{}.schema.json">{}</a>').format(root, kind, kind) for kind in KINDS)
+    # A kind is the name the records use (a key of their format): the same in every language.
+    return Markup(", ").join(Markup('<a href="{}schemas/{}.schema.json" translate="no">{}</a>').format(root, kind, kind)
+                             for kind in KINDS)
 
 
 def trial_rows(trial: dict) -> dict:
@@ -112,7 +145,7 @@ def trial_rows(trial: dict) -> dict:
         for name, scores in groups:
             quality.append((name, Markup("".join((
                 cell(scores.get("entries"), "int"),
-                *(cell(scores.get(metric), "ratio", missing.get(metric, "no entries in this subgroup"))
+                *(cell(scores.get(metric), "ratio", missing.get(metric, NO_ENTRIES))
                   for metric in ("accuracy", "macro_f1", "agreement")))))))
     return {"phases": phases, "quality": quality}
 
@@ -125,19 +158,29 @@ def pretty_json(value) -> str:
         return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def jinja_environment(code: str | None = None):
+    """Return the Jinja2 environment of a language (the current one by default): autoescape on, undefined names are errors."""
+    return _environment(code or language.current())
+
+
 @cache
-def jinja_environment():
-    """Return the Jinja2 environment: autoescape on, undefined names are errors."""
+def _environment(code: str):
     # Cached: compiled templates are reused across campaigns; Jinja still reloads a template whose file changed.
     # Compiled templates are kept in the cache folder (keyed by each template's source): compiling them took 0.7 s in
-    # every build process and worker.
+    # every build process and worker. The words are looked up as a page renders.
     env = jinja2.Environment(loader=jinja2.PackageLoader("iteralab.templates", "."), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                             bytecode_cache=_bytecode_cache())
-    env.globals.update(fmt=fmt, cell=cell, version=iteralab.__version__, schema_links=schema_links,
-                       hours=format_hours, span=span, second_period_risk=SECOND_PERIOD_RISK)
+                             bytecode_cache=_bytecode_cache(code), extensions=["jinja2.ext.i18n"],
+                             finalize=None if code == language.DEFAULT else functools.partial(language.say, language=code))
+    env.install_gettext_translations(language.translations(code), newstyle=True)
+    env.globals.update(fmt=functools.partial(fmt, code=code), cell=functools.partial(cell, code=code),
+                       version=iteralab.__version__, schema_links=schema_links, hours=lambda value: language.say(Decimal(format_hours(value)), code), span=span,
+                       second_period_risk=SECOND_PERIOD_RISK, language=code, alternates=(), **words.GLOBALS)
+    env.policies["ext.i18n.trimmed"] = True  # a sentence wrapped over lines in a template is one message
     env.filters["tojson_pretty"] = pretty_json
-    env.filters["moment"] = moment
+    env.filters["moment"] = functools.partial(moment, code=code)
+    env.filters["say"] = functools.partial(_said, code=code)
+    env.filters["said"] = functools.partial(language.say, language=code)  # a Text in this language; a name stays as written
     return env
 
 
@@ -153,8 +196,9 @@ class QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
             super().dump_bytecode(bucket)
 
 
-def _bytecode_cache():
-    folder = cache_root() / "templates" / iteralab.__version__
+def _bytecode_cache(code: str):
+    # One folder per language: Jinja compiles the finalize step (numbers said in the language) into the code itself.
+    folder = cache_root() / "templates" / iteralab.__version__ / code
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:

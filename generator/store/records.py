@@ -174,6 +174,7 @@ def records_file(runs_dir: Path, campaign: str, run_id: str) -> Path:
 def append(runs_dir: Path, record: dict) -> Path:
     """Validate RECORD and append it as one fsynced line; return the file written."""
     path = records_file(runs_dir, record.get("campaign"), record.get("run_id"))
+    record = _plain(record)
     problems = validate(record)
     if problems:
         raise UserError(f"refusing to write {record.get('kind', 'record')}: " + "; ".join(problems))
@@ -186,6 +187,15 @@ def append(runs_dir: Path, record: dict) -> Path:
     with writing(path, f"a {record['kind']} record to", remove_new_file=False):
         _append_line(path, line.encode("utf-8"))
     return path
+
+
+def _plain(value):
+    """Return VALUE as JSON's own types: a sentence the runner wrote as a Text (a str that can be translated) becomes a str."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return str.__str__(value) if isinstance(value, str) and type(value) is not str else value
 
 
 def _append_line(path: Path, data: bytes) -> None:

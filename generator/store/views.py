@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from iteralab.core.errors import CampaignFailed, within_campaign
+from iteralab.core.language import Joined, Recorded, Text
 from iteralab.money.catalog import cost_per_validated_corpus, money
 from iteralab.store import expenses
 from iteralab.store.configuration import Configuration, configuration_of
@@ -121,9 +122,10 @@ class VariantSummary:
         if values:
             return max(values), None
         if not key.startswith("gpu_"):
-            return None, "no successful trial measured it"  # a GPU's absence says nothing about host memory
+            return None, Text("no successful trial measured it")  # a GPU's absence says nothing about host memory
         reasons = {t["memory"].get("gpu_memory_reason") for t in self.trials if t["memory"].get("gpu_memory_reason")}
-        return None, "; ".join(sorted(reasons)) or "no successful trial measured it"
+        # The runner's reasons are sentences of the catalog: a page looks each one up in its language.
+        return None, Joined("; ", [Recorded(reason) for reason in sorted(reasons)]) if reasons else Text("no successful trial measured it")
 
     def bucket_quality(self, metric: str) -> dict[str, float | None]:
         """Median METRIC per bucket over ok trials."""
@@ -222,13 +224,13 @@ class CampaignView:
         for key in CONFIG_FIELDS:
             values = {str(v.config.get(key)) for v in self.variants}
             (compared if len(values) > 1 else constant)[key] = sorted(values)
-        for label, pick in (("model revision", lambda m: m["model"]["revision"]),
-                            ("corpus fingerprint", lambda m: m["corpus"]["fingerprint"]),
+        for label, pick in ((Text("model revision"), lambda m: m["model"]["revision"]),
+                            (Text("corpus fingerprint"), lambda m: m["corpus"]["fingerprint"]),
                             ("CPU", lambda m: m["environment"]["cpu"]["model"]),
-                            ("GPUs", lambda m: ", ".join(g["name"] for g in m["environment"]["gpus"] or []) or "none"),
+                            ("GPUs", lambda m: ", ".join(g["name"] for g in m["environment"]["gpus"] or []) or Text("none")),
                             ("torch", lambda m: m["environment"]["libraries"].get("torch")),
                             ("transformers", lambda m: m["environment"]["libraries"].get("transformers"))):
-            values = sorted({str(pick(manifest)) for manifest in self.manifests})
+            values = sorted({found if isinstance(found := pick(manifest), Text) else str(found) for manifest in self.manifests})
             (compared if len(values) > 1 else constant)[label] = values
         return compared, constant
 
@@ -255,14 +257,15 @@ class CampaignView:
         other, other_currency, other_reason = expenses.total(self.expenses)
         includes = None
         if spend is None:
-            per, reason = None, "undefined: no rental recorded, so the spend is unknown"
+            per, reason = None, Text("undefined: no rental recorded, so the spend is unknown")
         elif len(currencies) > 1:
-            per, reason = None, f"undefined: rentals mix currencies ({', '.join(currencies)})"
+            per, reason = None, Text("undefined: rentals mix currencies ({currencies})", currencies=", ".join(currencies))
         else:
             whole, _, includes = expenses.plus(spend, currencies[0], self.expenses)
-            per, reason = (None, f"undefined: {includes}") if whole is None else cost_per_validated_corpus(whole, accepted)
+            per, reason = ((None, Text("undefined: {reason}", reason=includes)) if whole is None
+                           else cost_per_validated_corpus(whole, accepted))
             if whole is not None and per is None:
-                reason = "undefined: no accepted deliverable"
+                reason = Text("undefined: no accepted deliverable")
         return {"rentals": self.rentals, "spend": spend, "currency": currencies[0] if currencies else None,
                 "voided": [{"record": r, "void": self.void_of(r["record_id"])} for r in self.voided], "expenses": self.expenses, "other": other, "other_currency": other_currency, "other_reason": other_reason,
                 "deliverables": accepted, "cost_per_validated_corpus": per, "reason": reason, "includes": includes}

@@ -1,0 +1,127 @@
+"""The decision report's answer in plain words: what to rent, or what to measure next, and how the others compare.
+
+It reads the report's rows (decision.report.Row) without importing them: the report imports this module.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from types import SimpleNamespace
+
+from iteralab.core.language import Figure, Joined, Text
+from iteralab.decision.plan import span, span_range
+from iteralab.decision.question import Question
+from iteralab.money.schedule import format_hours
+from iteralab.store.views import separate
+
+
+def measure_price(card: dict) -> str:
+    """Say what one lot of a card to measure costs for the window, and the single package beside explicit periods."""
+    plan, single = card["plan"], card["single"]
+    if plan is None:
+        return card["reason"]
+    if single:
+        return Text("{total} {currency} for one lot in {package} (one {days}-day package: {single_total} {currency}, no second "
+                    "setup)", total=plan.total, currency=plan.price.currency, package=plan.label(), days=single.price.days,
+                    single_total=single.total)
+    return Text("{total} {currency} for one lot in {package}", total=plan.total, currency=plan.price.currency,
+                package=plan.label())
+
+
+def answer(question: Question, ranked: list, infeasible: list, rows: list, to_measure: list[dict],
+            corpus_entries: int | None) -> dict:
+    """Return the plain-language answer, the index's one-line summary and the rows they name."""
+    found = SimpleNamespace(cheapest=None, runner_up=None, gap_money=None, gap_hours=None, tie=None, fastest=None,
+                             summary_line="", next_step="")
+    window = (Text("within the {hours} h access window", hours=Decimal(format_hours(question.window_hours)))
+              if question.window_hours is not None else Text("(no access window stated)"))
+    workload = question.workload(corpus_entries)
+    priced = [row for row in ranked if row.plan]
+    lines = []
+    if priced:
+        best = found.cheapest = priced[0]
+        lines.append(Text("Cheapest feasible configuration: {label}. Planned {total} {currency} for {plan}; projected {span} "
+                          "for {workload} {window}.", label=best.label, total=best.plan.total, currency=best.plan.currency,
+                          plan=best.plan.describe(), span=span_range(best.hours), workload=workload, window=window))
+        if best.plan.choice():
+            lines.append(best.plan.choice())
+        found.summary_line = Text("{label}: planned {total} {currency}, projected up to {span}", label=best.label,
+                                  total=best.plan.total, currency=best.plan.currency, span=span(best.hours[2]))
+        others = [row for row in ranked if row is not best]
+        if others:
+            lines.append(_runner_up(found, best, others[0]))
+    elif ranked:
+        best = ranked[0]
+        lines.append(Text("{label} meets the quality thresholds and is projected at {span} for {workload} {window}, but its "
+                          "package spend is {reason}.", label=best.label, span=span_range(best.hours), workload=workload,
+                          window=window, reason=best.plan_reason))
+        found.summary_line = Text("no priced configuration yet; {label} feasible ({reason})", label=best.label,
+                                  reason=best.plan_reason)
+    else:
+        lines.append(Text("All {count} configuration(s) measured fail a condition listed below.", count=len(infeasible)))
+        found.summary_line = (Text("no feasible configuration among {count}", count=len(rows)) if rows
+                              else Text("nothing measured yet"))
+    if ranked:
+        # Every feasible configuration has a projection: a successful trial, and a corpus of at least one entry.
+        fastest = min(ranked, key=lambda row: row.hours[1])
+        if fastest is not (found.cheapest or ranked[0]):
+            found.fastest = fastest
+            cost = (Text("planned {total} {currency}", total=fastest.plan.total, currency=fastest.plan.currency)
+                    if fastest.plan else fastest.plan_reason)
+            lines.append(Text("Fastest feasible: {label}, projected {span} (median), {cost}.", label=fastest.label,
+                              span=span(fastest.hours[1]), cost=cost))
+    if to_measure:
+        names = Joined(", ", [Text("{card} ({price})", card=c["card"].name, price=measure_price(c)) for c in to_measure])
+        lines.append(Text("To measure: {names}; a price says nothing about a card's throughput.", names=names))
+    if question.missing and not question.declared:
+        lines.append(Text("The campaign file states no [decision] table, so this answer assumes one corpus and no window."))
+    found.next_step = _next_step(found.cheapest, ranked, to_measure)
+    return {"answer": Joined(" ", [found.next_step, *lines]), **vars(found)}
+
+
+def _next_step(cheapest: object | None, ranked: list, to_measure: list[dict]) -> str:
+    """Say in one sentence what to rent, or what to measure next and why: the line a reader signs or acts on."""
+    if cheapest is not None:
+        plan = cheapest.plan
+        lots = Text("1 lot") if plan.lots == 1 else Text("{count} lots", count=plan.lots)
+        return Text("Rent {lots} of {card}, {package}, for {total} {currency}, and run {variant} there.", lots=lots,
+                    card=plan.card.name, package=plan.package, total=plan.total, currency=plan.currency,
+                    variant=cheapest.summary.name)
+    priced = sorted((c for c in to_measure if c["plan"] is not None), key=lambda c: (c["plan"].total, c["card"].slug))
+    why = (Text("no feasible configuration runs on a card the catalog prices") if ranked
+           else Text("no configuration measured so far meets every condition"))
+    if not priced:
+        return Text("Nothing to rent yet: {why}.", why=why)
+    card, plan = priced[0]["card"], priced[0]["plan"]
+    return Text("Nothing to rent yet: {why}. Measure next on {card}, the cheapest card not measured for this window ({total} "
+                "{currency} for one lot), then copy that machine's runs/ folder here and build again.", why=why,
+                card=card.name, total=plan.total, currency=plan.price.currency)
+
+
+def _runner_up(found: SimpleNamespace, best, runner) -> str:
+    """Compare the cheapest with the runner-up: money and pace, or a tie the repetitions do not separate."""
+    found.runner_up, found.gap_hours = runner, runner.hours[1] - best.hours[1]
+    if not runner.plan:
+        return Text("Runner-up: {label}, {reason}.", label=runner.label, reason=runner.plan_reason)
+    found.gap_money = runner.plan.total - best.plan.total
+    if found.gap_money != 0:
+        gap = found.gap_hours
+        if gap == 0:
+            pace = Text("the same median projection")
+        elif gap > 0:
+            pace = Text("{span} slower (median projection)", span=span(abs(gap)))
+        else:
+            pace = Text("{span} faster (median projection)", span=span(abs(gap)))
+        return Text("Runner-up: {label}, {gap} {currency} more, {pace}.", label=runner.label, gap=found.gap_money,
+                    currency=best.plan.currency, pace=pace)
+    statement = separate(best.summary, runner.summary)
+    if statement["separated"]:
+        return Text("Runner-up: {label} plans the same spend, but the repetitions separate them: median {best} s against "
+                    "{runner} s per corpus, the ranges do not overlap.", label=runner.label,
+                    best=Figure(best.summary.median, 3, grouped=False), runner=Figure(runner.summary.median, 3, grouped=False))
+    found.tie = Text("Tie: {best} and {runner} both plan {total} {currency} and the repetitions do not separate their "
+                     "durations. {statement}", best=best.label, runner=runner.label, total=best.plan.total,
+                     currency=best.plan.currency, statement=statement["text"])
+    found.summary_line = Text("tie at {total} {currency}: {best} and {runner}", total=best.plan.total,
+                              currency=best.plan.currency, best=best.label, runner=runner.label)
+    return found.tie

@@ -1,0 +1,43 @@
+"""The words a page uses for values of the records: trial statuses, phases, qualification outcomes, chart columns.
+
+In English a value is shown as the records spell it; each is a message of the catalog, so another language has its word.
+"""
+
+from __future__ import annotations
+
+from iteralab.core.language import Text
+
+STATUSES = {"ok": Text("ok"), "oom": Text("oom"), "error": Text("error"), "interrupted": Text("interrupted")}
+
+PHASES = {"environment_check": Text("environment_check"), "model_load": Text("model_load"), "compilation": Text("compilation"),
+          "warmup": Text("warmup"), "measured_window": Text("measured_window"), "evaluation": Text("evaluation"),
+          "writing_results": Text("writing_results")}
+
+# Qualification: a sheet's outcome and each criterion's status.
+OUTCOMES = {"selected": Text("selected"), "to confirm": Text("to confirm"), "excluded": Text("excluded"),
+            "acceptable": Text("acceptable"), "to-confirm": Text("to-confirm"), "exclude": Text("exclude")}
+
+CRITERIA = {"workload_covered": Text("workload covered"), "compatibility": Text("compatibility"),
+            "memory_per_gpu": Text("memory per gpu"), "quality": Text("quality"),
+            "distribution_and_server": Text("distribution and server"), "budget_and_schedule": Text("budget and schedule")}
+
+COLUMNS = {"variant": Text("variant"), "run_order": Text("run_order"), "seconds": Text("seconds"), "counter": Text("counter"),
+           "mib": Text("mib"), "bucket": Text("bucket"), "accuracy": Text("accuracy"), "configuration": Text("configuration"),
+           "planned": Text("planned"), "currency": Text("currency"), "projected": Text("projected"),
+           "low_hours": Text("low_hours"), "high_hours": Text("high_hours"), "lots": Text("lots"),
+           "limit_hours": Text("limit_hours")}
+
+
+KINDS = {"rental": Text("rental"), "expense": Text("expense"), "deliverable": Text("deliverable"),
+         "exclusion": Text("exclusion"), "trial": Text("trial")}
+
+
+def _lookup(table: dict):
+    def word(value):
+        return table.get(value, value)  # a value this version does not know is shown as written
+    return word
+
+
+GLOBALS = {"status_word": _lookup(STATUSES), "phase_word": _lookup(PHASES), "outcome_word": _lookup(OUTCOMES),
+           "criterion_word": lambda name: CRITERIA.get(name, str(name).replace("_", " ")), "column_word": _lookup(COLUMNS),
+           "kind_word": _lookup(KINDS)}
