@@ -285,8 +285,9 @@ WRITTEN_BY_PEOPLE = ("Test campaign", "thermal throttling in the provider's log"
                      "another host", "host log", "storage", "Keep b1")
 
 
-def interface_words(page_html: str) -> list[str]:
-    """Return the English words of a page outside code, charts, names the records use (translate="no") and people's words."""
+def interface_words(page_html: str, written: tuple = WRITTEN_BY_PEOPLE) -> list[str]:
+    """Return the English words of a page outside code, charts, names the records use (translate="no") and WRITTEN, the
+    words people wrote."""
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(page_html, "html.parser")
@@ -295,8 +296,8 @@ def interface_words(page_html: str) -> list[str]:
     for name in soup.select('[translate="no"], .body'):  # .body: the decision note, as its author wrote it
         name.decompose()
     text = soup.get_text(" ")
-    for written in WRITTEN_BY_PEOPLE:
-        text = text.replace(written, " ")
+    for words in sorted(written, key=len, reverse=True):
+        text = text.replace(words, " ")
     text = re.sub(r"\b[a-z]+-\d{8}T\d{6}Z-[0-9a-f]+\b", " ", text)  # record and run ids
     return [word for word in re.findall(r"[A-Za-z]+", text) if word.lower() in ENGLISH_WORDS]
 
@@ -309,3 +310,59 @@ def test_the_indonesian_pages_show_no_english_interface_string(site):
     assert left == {}
     # The check itself finds English: the English build's pages are full of it.
     assert interface_words((site / "campaigns" / "camp" / "decision.html").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def demo_site(tmp_path_factory):
+    """The demo's real records, with its example sheets, built as make demo builds them: English and Indonesian."""
+    from iteralab import demo
+
+    root = tmp_path_factory.mktemp("demo-site")
+    runs = root / "runs"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "demo-runs", runs)
+    demo.install_example_sheets(root / "qualification")
+    assert build_site(runs=runs, out=root / "site", chart_cache=root / "charts", languages=demo.DEMO_LANGUAGES)["failed"] == {}
+    return root
+
+
+def _people_words(root: Path) -> tuple:
+    """Return what people wrote for the demo: the sheets (candidates, notes, documents), the campaign's title and the
+    records a person adds (rules, documents, justifications, reasons). Shown as written, in their language."""
+    import tomllib
+
+    words = []
+    for sheet in (root / "qualification").glob("*.toml"):
+        data = tomllib.loads(sheet.read_text(encoding="utf-8"))
+        words.append(data["candidate"])
+        words += [text for entry in data.get("criteria", {}).values() for text in (entry.get("note"), entry.get("document")) if text]
+    loaded = reading.load(root / "runs")
+    words += [manifest["title"] for manifest in loaded.records if manifest["kind"] == "manifest"]
+    words += [value for record in loaded.records if record["kind"] in ("exclusion", "withdrawal", "expense", "void", "rental")
+              for value in record.values() if isinstance(value, str)]
+    words += [record["document"]["text"] for record in loaded.records
+              if record["kind"] == "exclusion" and "text" in (record.get("document") or {})]
+    return tuple(words)
+
+
+def test_the_indonesian_demo_site_opens_offline_accessible_and_in_indonesian(demo_site, browser):
+    """Regression for #23: every Indonesian page of the demo (real records and sheets): lang="id", no console error, no
+    request to another host, axe-core clean, and no English interface word."""
+    site = demo_site / "site" / "id"
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) >= 8
+    people = _people_words(demo_site)
+    for path in pages:
+        assert interface_words(path.read_text(encoding="utf-8"), people) == [], path
+        if path.name == "404.html":
+            continue  # opened through a server by the test above: its links start at the host's root
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors, outside = [], []
+        page.on("console", lambda message, errors=errors: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error, errors=errors: errors.append(str(error)))
+        page.on("request", lambda request, outside=outside: outside.append(request.url)
+                if not request.url.startswith("file://") else None)
+        page.goto(path.as_uri(), wait_until="load")
+        assert page.evaluate("document.documentElement.lang") == "id", path
+        assert (errors, outside) == ([], []), path
+        assert axe_violations(page) == [], path
+        page.close()

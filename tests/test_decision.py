@@ -380,7 +380,7 @@ def test_the_answers_read_in_full(merged, tmp_path):
         f"Cheapest feasible configuration: {A8}. Planned 47.14 USD for {PACKAGE}, 71.91 h of the package spare after the "
         f"work; projected 5.0 min to 5.7 min for {TEN}. Runner-up: {A1} plans the same spend, but the repetitions "
         "separate them: median 32.000 s against 104.000 s per corpus, the ranges do not overlap. To measure: B200 "
-        f"(2071.00 USD for one lot in one 7-day package); {PRICE_NOTE}")
+        f"(2,071.00 USD for one lot in one 7-day package); {PRICE_NOTE}")
     assert report.summary_line == f"{A8}: planned 47.14 USD, projected up to 5.7 min"
     question = {**QUESTION, "budget": None}
     write_machine(tmp_path / "a", "run-4090", RTX_4090, {"b1": [100, 102, 104, 106, 108]}, question=question)
@@ -392,7 +392,7 @@ def test_the_answers_read_in_full(merged, tmp_path):
         f"Cheapest feasible configuration: {A1}. Planned 47.14 USD for {PACKAGE}, 71.7 h of the package spare after the "
         f"work; projected 16.7 min to 18.0 min for {TEN}. Runner-up: {ada8}, 8.57 USD more, 12.8 min faster (median "
         f"projection). Fastest feasible: {ada8}, projected 4.5 min (median), planned 55.71 USD. To measure: B200 "
-        f"(2071.00 USD for one lot in one 7-day package); {PRICE_NOTE}")
+        f"(2,071.00 USD for one lot in one 7-day package); {PRICE_NOTE}")
     write_machine(tmp_path / "tie", "run-a", RTX_4090, {"b1": [30, 34, 31, 33, 32], "b8": [31, 35, 30, 32, 33]})
     tie = report_of(tmp_path / "tie")[0]
     assert tie.answer == RENT_4090.format(variant="b1") + (
@@ -400,7 +400,7 @@ def test_the_answers_read_in_full(merged, tmp_path):
         f"work; projected 5.0 min to 5.7 min for {TEN}. Tie: {A1} and {A8} both plan 47.14 USD and the repetitions do "
         f"not separate their durations. {A1} and {A8}: the series has not separated them. The spread of the repetitions "
         "(5.000 s) is comparable to the difference between medians (0.000 s) and their ranges overlap. To measure: B200 "
-        f"(2071.00 USD for one lot in one 7-day package), RTX 6000 Ada (55.71 USD for one lot in one 3-day package); {PRICE_NOTE}")
+        f"(2,071.00 USD for one lot in one 7-day package), RTX 6000 Ada (55.71 USD for one lot in one 3-day package); {PRICE_NOTE}")
     assert tie.summary_line == f"tie at 47.14 USD: {A1} and {A8}"
     write_machine(tmp_path / "cpu", "run-cpu", CPU, {"b1": [5, 5, 5, 5, 5]}, question=None)
     cpu = report_of(tmp_path / "cpu")[0]
@@ -409,7 +409,7 @@ def test_the_answers_read_in_full(merged, tmp_path):
         "Nothing to rent yet: no feasible configuration runs on a card the catalog prices. Measure next on RTX 4090, the "
         "cheapest card not measured for this window (47.14 USD for one lot), then copy that machine's runs/ folder here "
         f"and build again. {cpu1} meets the quality thresholds and is projected at 5.0 s to 5.0 s for 1 corpus like the campaign's (no access window stated), but its package spend "
-        "is not in the catalog: CPU. To measure: B200 (2071.00 USD for one lot in one 7-day package), RTX 4090 (47.14 USD "
+        "is not in the catalog: CPU. To measure: B200 (2,071.00 USD for one lot in one 7-day package), RTX 4090 (47.14 USD "
         f"for one lot in one 3-day package), RTX 6000 Ada (55.71 USD for one lot in one 3-day package); {PRICE_NOTE} The campaign file states no [decision] table, so "
         "this answer assumes one corpus and no window.")
     assert cpu.summary_line == f"no priced configuration yet; {cpu1} feasible (not in the catalog: CPU)"
@@ -447,7 +447,7 @@ def test_runner_up_pace_fastest_by_median_unpriced_fastest_and_cards_no_package_
     # 10 corpora × 1 s + 4 ms of one-time phases: 10.0 s, in seconds, not "0.2 min" (#21).
     assert "Fastest feasible: b1 · CPU Test CPU, 2 threads · torch 2.13.0, projected 10.0 s (median), not in the catalog: CPU." \
         in answer
-    assert ("To measure: B200 (2071.00 USD for one lot in one 7-day package), RTX 6000 Ada (111.42 USD for one lot in 2 "
+    assert ("To measure: B200 (2,071.00 USD for one lot in one 7-day package), RTX 6000 Ada (111.42 USD for one lot in 2 "
             "consecutive 3-day periods, bought explicitly; no automatic extension);") in answer
 
 

@@ -74,15 +74,17 @@ def test_the_compiled_catalog_shipped_is_the_po_file_compiled():
 
 @given(st.integers(0, 6).flatmap(lambda places: st.decimals(min_value=Decimal("-1e12"), max_value=Decimal("1e12"),
                                                               places=places, allow_nan=False, allow_infinity=False)))
-def test_an_amount_written_in_indonesian_parses_back_to_the_same_decimal(amount):
-    written = language.money(amount, "id")
-    assert parse_decimal(written, locale="id", strict=True) == amount
-    assert str(parse_decimal(written, locale="id")) == str(amount)  # the same digits: 2071.00 stays 2071.00
+def test_an_amount_written_in_either_language_parses_back_to_the_same_decimal(amount):
+    for code in ("id", "en"):
+        written = language.money(amount, code)
+        assert parse_decimal(written, locale=code, strict=True) == amount
+        assert str(parse_decimal(written, locale=code)) == str(amount)  # the same digits: 2071.00 stays 2071.00
 
 
 def test_figures_and_dates_are_written_the_indonesian_way():
     assert language.money(Decimal("2071.00"), "id") == "2.071,00"
-    assert language.money(Decimal("2071.00"), "en") == "2071.00"  # English pages keep the records' own form
+    assert language.money(Decimal("2071.00"), "en") == "2,071.00"
+    assert language.say(1000, "en") == 1000  # a count stays as written in English; an amount is grouped
     assert language.say(1000, "id") == "1.000" and language.say(0.73, "id") == "0,73"
     assert Figure(1234.5678, 2).say("id") == "1.234,57" and str(Figure(1234.5678, 2)) == "1,234.57"
     import datetime as dt

@@ -97,7 +97,9 @@ class Text(str):
     """
 
     def __new__(cls, message: str, /, **values):
-        self = super().__new__(cls, message.format(**values) if values else message)
+        # English as it is read: an amount grouped ('2,071.00'); other values as they are written.
+        english = {name: money(value, DEFAULT) if isinstance(value, Decimal) else value for name, value in values.items()}
+        self = super().__new__(cls, message.format(**english) if values else message)
         self.message, self.values = message, values
         return self
 
@@ -198,12 +200,12 @@ def say(value, language: str | None = None):
     language = language or current()
     if isinstance(value, Text | Figure):
         return value.say(language)
-    if language == DEFAULT or isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+    if isinstance(value, Decimal):  # an amount, in every language: grouped, its own decimals
+        return money(value, language)
+    if language == DEFAULT or isinstance(value, bool) or not isinstance(value, int | float):
         return value
     if isinstance(value, float):  # every digit Python would write, no more: 0.73 is '0,73', never '0,730'
         return value if not math.isfinite(value) else money(Decimal(repr(value)), language)
-    if isinstance(value, Decimal):
-        return money(value, language)
     return number(value, language)
 
 
@@ -227,9 +229,9 @@ def number(value, language: str, places: int = 0, *, grouped: bool = True) -> st
 
 
 def money(value: Decimal, language: str | None = None) -> str:
-    """Write an exact amount with exactly its own decimals: '2,071.00' becomes '2.071,00'; parsed back, the same Decimal."""
+    """Write an exact amount grouped, with exactly its own decimals: '2,071.00', '2.071,00'; parsed back, the same Decimal."""
     language = language or current()
-    if language == DEFAULT:
+    if not value.is_finite():
         return str(value)
     exponent = value.as_tuple().exponent
     return number(value, language, -exponent if isinstance(exponent, int) and exponent < 0 else 0)

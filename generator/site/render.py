@@ -171,7 +171,7 @@ def _environment(code: str):
     env = jinja2.Environment(loader=jinja2.PackageLoader("iteralab.templates", "."), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                              bytecode_cache=_bytecode_cache(code), extensions=["jinja2.ext.i18n"],
-                             finalize=None if code == language.DEFAULT else functools.partial(language.say, language=code))
+                             finalize=functools.partial(language.say, language=code))
     env.install_gettext_translations(language.translations(code), newstyle=True)
     env.globals.update(fmt=functools.partial(fmt, code=code), cell=functools.partial(cell, code=code),
                        version=iteralab.__version__, schema_links=schema_links, hours=lambda value: language.say(Decimal(format_hours(value)), code), span=span,
