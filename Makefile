@@ -68,6 +68,6 @@ mutation: setup
 # merge them into each language's catalog, then compile the catalogs shipped in the package. Translate in between.
 LOCALE = generator/locale
 translations: $(VENV)/.installed
-	$(BIN)/pybabel extract -F $(LOCALE)/babel.cfg -k Text --no-location --sort-output --omit-header --no-wrap -o $(LOCALE)/iteralab.pot .
+	$(BIN)/pybabel extract -F $(LOCALE)/babel.cfg -k Text -k wording --no-location --sort-output --omit-header --no-wrap -o $(LOCALE)/iteralab.pot .
 	$(BIN)/pybabel update -i $(LOCALE)/iteralab.pot -d $(LOCALE) -D iteralab --no-wrap --ignore-obsolete --no-fuzzy-matching --ignore-pot-creation-date
 	$(BIN)/pybabel compile -d $(LOCALE) -D iteralab --statistics

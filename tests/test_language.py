@@ -32,7 +32,7 @@ def extracted(tmp_path: Path):
     """Run the Makefile's extraction (pybabel, the same options) over the code and templates; return its catalog."""
     pybabel = Path(sys.executable).parent / "pybabel"
     out = tmp_path / "messages.pot"
-    subprocess.run([str(pybabel), "extract", "-F", str(LOCALE / "babel.cfg"), "-k", "Text", "--no-location", "--omit-header",
+    subprocess.run([str(pybabel), "extract", "-F", str(LOCALE / "babel.cfg"), "-k", "Text", "-k", "wording", "--no-location", "--omit-header",
                     "-o", str(out), "."], cwd=ROOT, check=True, capture_output=True)
     with out.open("rb") as handle:
         return read_po(handle)

@@ -5,6 +5,10 @@ In English a value is shown as the records spell it; each is a message of the ca
 
 from __future__ import annotations
 
+from functools import cache
+
+from markupsafe import Markup, escape
+
 from iteralab.core.language import Text
 
 STATUSES = {"ok": Text("ok"), "oom": Text("oom"), "error": Text("error"), "interrupted": Text("interrupted")}
@@ -32,12 +36,19 @@ KINDS = {"rental": Text("rental"), "expense": Text("expense"), "deliverable": Te
          "exclusion": Text("exclusion"), "trial": Text("trial")}
 
 
-def _lookup(table: dict):
+def _lookup(table: dict, code: str, unknown=lambda value: value):
+    # Said once per language, as markup: a trials page asks for these words thousands of times.
+    said = {key: Markup(escape(text.say(code))) for key, text in table.items()}
+
     def word(value):
-        return table.get(value, value)  # a value this version does not know is shown as written
+        found = said.get(value)
+        return found if found is not None else unknown(value)  # a value this version does not know: shown as written
     return word
 
 
-GLOBALS = {"status_word": _lookup(STATUSES), "phase_word": _lookup(PHASES), "outcome_word": _lookup(OUTCOMES),
-           "criterion_word": lambda name: CRITERIA.get(name, str(name).replace("_", " ")), "column_word": _lookup(COLUMNS),
-           "kind_word": _lookup(KINDS)}
+@cache
+def said(code: str) -> dict:
+    """Return the template functions that give these words in the language CODE."""
+    return {"status_word": _lookup(STATUSES, code), "phase_word": _lookup(PHASES, code), "outcome_word": _lookup(OUTCOMES, code),
+            "criterion_word": _lookup(CRITERIA, code, lambda name: str(name).replace("_", " ")),
+            "column_word": _lookup(COLUMNS, code), "kind_word": _lookup(KINDS, code)}
