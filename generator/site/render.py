@@ -129,11 +129,12 @@ def schema_links(root: str) -> Markup:
 def trial_rows(trial: dict) -> dict:
     """Return the phase and quality rows of a trial page as ready cells (thousands of pages: kept out of Jinja calls)."""
     gpu_reason = trial["memory"].get("gpu_memory_reason")
+    phase_word = words.said(language.current())["phase_word"]
     phases = []
     for name in PHASES:
         phase = trial["phases"].get(name, {})
         reason = phase.get("reason")
-        phases.append((name, Markup("".join((
+        phases.append((phase_word(name), Markup("".join((
             cell(phase.get("duration_ns"), "ns", reason),
             cell(phase.get("gpu_peak_allocated_bytes"), "bytes", gpu_reason or reason),
             cell(phase.get("gpu_peak_reserved_bytes"), "bytes", gpu_reason or reason),
@@ -181,6 +182,7 @@ def _environment(code: str):
                        hours=lambda value: language.say(Decimal(format_hours(value)), code),
                        second_period_risk=SECOND_PERIOD_RISK, language=code, alternates=(), **words.said(code))
     env.policies["ext.i18n.trimmed"] = True  # a sentence wrapped over lines in a template is one message
+    env.filters["fill"] = fill
     env.filters["tojson_pretty"] = pretty_json
     env.filters["moment"] = functools.partial(moment, code=code)
     env.filters["say"] = functools.partial(_said, code=code)
@@ -198,6 +200,11 @@ def _gettext(code: str):
         return found % values if values or "%" in found else found
 
     return gettext
+
+
+def fill(message: Markup, **values) -> Markup:
+    """Fill a message's %(values)s in, each escaped: Jinja's format filter, without MarkupSafe's slower formatting."""
+    return Markup(str.__mod__(message, {name: escape(value) for name, value in values.items()}))
 
 
 def _finalize(code: str):
