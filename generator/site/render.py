@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import hashlib
 import json
 from decimal import Decimal
 from functools import cache, lru_cache
@@ -251,8 +252,10 @@ class QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
 
 
 def _bytecode_cache(code: str):
-    # One folder per language: Jinja compiles the finalize step (numbers said in the language) into the code itself.
-    folder = cache_root() / "templates" / iteralab.__version__ / code
+    # Jinja keys compiled code by each template's source only, but compiles the environment's settings into it (the
+    # finalize step that says numbers in the language): one folder per language and per version of these settings.
+    settings = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    folder = cache_root() / "templates" / iteralab.__version__ / f"{code}-{settings}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
