@@ -55,7 +55,8 @@ def test_the_wheel_installs_and_builds_bundles_and_verifies_a_real_run_outside_t
     names = zipfile.ZipFile(wheel).namelist()
     assert {name.split("/")[0] for name in names} == {"iteralab", wheel.name.split("-py3")[0] + ".dist-info"}
     for shipped in ("iteralab/templates/base.html", "iteralab/templates/assets/style.css", "iteralab/data/catalog-2026-09-24.csv",
-                    "iteralab/data/qualification/demo-rtx-4090.toml", "iteralab/store/schemas/trial.schema.json"):
+                    "iteralab/data/qualification/demo-rtx-4090.toml", "iteralab/store/schemas/trial.schema.json",
+                    "iteralab/locale/id/LC_MESSAGES/iteralab.mo"):
         assert shipped in names
     venv = _fresh_venv(tmp_path, wheel)
     work = tmp_path / "elsewhere"
@@ -80,8 +81,12 @@ def test_the_wheel_installs_and_builds_bundles_and_verifies_a_real_run_outside_t
     assert sorted(path.name for path in (work / "qualification").glob("*.toml")) == ["demo-rtx-4090.toml", "demo-rtx-6000-ada.toml"]
     assert "RTX 4090, 1 lot, 2 consecutive 3-day periods" in iteralab("qualify", "qualification", "--runs", "runs")
     assert "0 problems" in iteralab("check", "runs")
-    assert "Site:" in iteralab("build", "--runs", "runs", "--out", "site")
+    assert "Site:" in iteralab("build", "--runs", "runs", "--out", "site", "--lang", "en", "--lang", "id")
     for page in ("index.html", "catalog.html", "campaigns/tiny/index.html", "campaigns/tiny/decision.html", "assets/style.css"):
         assert (work / "site" / page).is_file(), page
+    # The compiled catalog ships in the wheel (#23): the Indonesian pages and the answer are in Bahasa Indonesia.
+    assert '<html lang="id">' in (work / "site" / "id" / "campaigns" / "tiny" / "decision.html").read_text(encoding="utf-8")
+    assert "Kampanye benchmark" in (work / "site" / "id" / "index.html").read_text(encoding="utf-8")
+    assert iteralab("decide", "tiny", "--runs", "runs", "--lang", "id").startswith("Laporan keputusan untuk tiny")
     iteralab("bundle", "tiny", "-o", "evidence.zip", "--runs", "runs")
     assert "valid" in iteralab("verify", "evidence.zip")
