@@ -197,8 +197,9 @@ def _gettext(code: str):
 
     def gettext(message: str, **values) -> Markup:
         found = wording(message)
-        # Newstyle always formats (a message's '%%' is one '%'); without values or a '%', there is nothing to format.
-        return found % values if values or "%" in found else found
+        # Newstyle always formats (a message's '%%' is one '%'); without values or a '%', there is nothing to format. A
+        # value is said in the language too: a count of 1,000 trials is '1.000' in Indonesian.
+        return found % {name: language.say(value, code) for name, value in values.items()} if values or "%" in found else found
 
     return gettext
 
@@ -234,7 +235,8 @@ def _ngettext(code: str):
     catalog = language.translations(code)
 
     def ngettext(singular: str, plural: str, num: int, **values) -> Markup:
-        return Markup(catalog.ngettext(singular, plural, num)) % {"num": num, **values}
+        said = {name: language.say(value, code) for name, value in {"num": num, **values}.items()}
+        return Markup(catalog.ngettext(singular, plural, num)) % said
 
     return ngettext
 
