@@ -10,7 +10,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from iteralab.core.errors import UserError
-from iteralab.core.language import Figure, Text
+from iteralab.core.language import Figure, Joined, Text
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.money.catalog import Catalog, load_catalog, lots_price
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
@@ -152,11 +152,13 @@ def derive_quality(trials: list[dict], variant: str, elsewhere: str | None = Non
         return Criterion("quality", "acceptable", Text("trial {trial}", trial=accepted[0]["record_id"]),
                          Text("{accepted}/{ok} successful trials passed every threshold with all ids", accepted=len(accepted),
                               ok=len(ok)), True)
-    failed = sorted({f"{v['metric']} {v['value']:.3f} < {v['threshold']}" for t in ok
+    failed = sorted({(v["metric"], round(v["value"], 3), v["threshold"]) for t in ok
                      for v in (t.get("quality") or {}).get("verdicts", []) if not v["passed"] and v["value"] is not None})
+    said = [Text("{metric} {value} < {threshold}", metric=metric, value=Figure(value, 3, grouped=False), threshold=limit)
+            for metric, value, limit in failed]
     return Criterion("quality", "exclude", Text("trial {trial}", trial=ok[0]["record_id"]),
                      Text("no successful trial met the protocol: {failed}",
-                          failed="; ".join(failed) if failed else Text("ids or format did not match")), True)
+                          failed=Joined("; ", said) if said else Text("ids or format did not match")), True)
 
 
 def derive_memory(trials: list[dict], catalog: Catalog, gpu: str, elsewhere: str | None = None) -> tuple[Criterion, int | None]:
