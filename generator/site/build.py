@@ -44,13 +44,16 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
     PROCESSES renders campaigns on that many cores (default: every core when there are thousands of trials).
     """
     codes = _languages(languages)
-    out = Path(out)
+    runs, out = Path(runs), Path(out)
+    if not runs.is_dir():
+        raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records")
     chart_cache = chart_cache if chart_cache is not None else out.parent / ".iteralab-cache" / "charts"
+    inputs = _Inputs(runs)
     results = {}
     for code in codes:
         others = tuple((other, language.LANGUAGES[other], _prefix(code, other, codes[0])) for other in codes if other != code)
         with language.speaking(code):
-            results[code] = _build_language(runs=runs, out=out if code == codes[0] else out / code, notes=notes,
+            results[code] = _build_language(inputs=inputs, out=out if code == codes[0] else out / code, notes=notes,
                                             catalog=catalog, sheets=sheets, chart_cache=chart_cache, processes=processes,
                                             alternates=others)
     result = dict(results[codes[0]])
@@ -76,23 +79,37 @@ def _prefix(code: str, other: str, first: str) -> str:
     return "../" if other == first else f"../{other}/"
 
 
-def _build_language(*, runs, out: Path, notes, catalog, sheets, chart_cache: Path, processes, alternates: tuple) -> dict:
+class _Inputs:
+    """What every language's build reads alike: the runs folder's listing, and its record table once one needs it."""
+
+    def __init__(self, runs: Path):
+        self.runs, self.files, self._table = runs, list_files(runs), None
+
+    def table(self):
+        """Return the record table (columns only), loaded at the first call."""
+        # The listing names the records files already: walking 100,000 prediction files again took half a second.
+        if self._table is None:
+            self._table = load_table(self.runs, sorted(self.runs / relative for relative, _ in self.files
+                                                       if is_records_file(relative)))
+        return self._table
+
+
+def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, chart_cache: Path, processes,
+                    alternates: tuple) -> dict:
     """Build the site in the current language into OUT."""
-    runs, out = Path(runs), Path(out)
-    if not runs.is_dir():
-        raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records")
+    runs, out = inputs.runs, Path(out)
     _refuse_nested(runs, out)
     places = Places(out, runs, notes_folder(runs, notes), Path(catalog) if catalog else None, chart_cache, alternates)
     sheets_dir = sheets_folder(runs, sheets)
     state = _read_state(out / STATE_FILE)
-    runs_files = list_files(runs)
-    inputs = inputs_digest(runs_files, places.notes, sheets_dir, places.catalog, alternates)
-    if state.get("inputs") == inputs and (out / "index.html").is_file():
+    runs_files = inputs.files
+    digest = inputs_digest(runs_files, places.notes, sheets_dir, places.catalog, alternates)
+    if state.get("inputs") == digest and (out / "index.html").is_file():
         return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "processes": 1,
                 "written": 0, "unchanged": 0, "problems": state.get("problems", []), "failed": state.get("failed", {})}
-    # The record table (columns only), then keys per campaign; only changed campaigns' records are read whole.
-    # The listing names the records files already: walking 100,000 prediction files again took half a second.
-    table = load_table(runs, sorted(runs / relative for relative, _ in runs_files if is_records_file(relative)))
+    # The record table (columns only, one for every language), then keys per campaign; only changed campaigns' records
+    # are read whole.
+    table = inputs.table()
     price_catalog = load_catalog(catalog)
     all_notes = load_notes(places.notes)
     plan = _plan(table, runs_files, sheets_dir, price_catalog, all_notes, places.alternates)
@@ -121,7 +138,7 @@ def _build_language(*, runs, out: Path, notes, catalog, sheets, chart_cache: Pat
     primary = not any(prefix.startswith("../") for _, _, prefix in places.alternates)
     served_root = "/" if primary else f"/{language.current()}/"
     _write_shared_pages(writer, summaries, all_notes, answers, problems, {**common, "failed": failed, "served_root": served_root})
-    state = {"format": incremental.STATE_FORMAT, "inputs": inputs, "campaigns": keys, "summaries": summaries,
+    state = {"format": incremental.STATE_FORMAT, "inputs": digest, "campaigns": keys, "summaries": summaries,
              "answers": {name: answers[name] for name in names}, "problems": problems, "failed": failed}
     writer.write(STATE_FILE, orjson.dumps(state, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE))
     return {"index": out / "index.html", "campaigns": len(names), "rendered": stale, "processes": count,
