@@ -7,6 +7,7 @@ import contextvars
 import datetime as dt
 import functools
 import gettext
+import hashlib
 import math
 import re
 from decimal import Decimal
@@ -45,8 +46,18 @@ def translations(language: str) -> gettext.NullTranslations:
     """Return LANGUAGE's compiled catalog (shipped as package data); English needs none."""
     if language == DEFAULT:
         return gettext.NullTranslations()
-    with open(LOCALES / language / "LC_MESSAGES" / f"{DOMAIN}.mo", "rb") as handle:
+    with open(_catalog_file(language), "rb") as handle:
         return gettext.GNUTranslations(handle)
+
+
+def _catalog_file(language: str) -> Path:
+    return LOCALES / language / "LC_MESSAGES" / f"{DOMAIN}.mo"
+
+
+@functools.cache
+def catalog_digest(language: str) -> str:
+    """Return the sha256 of LANGUAGE's compiled catalog ('' for English): what a page's words come from, for cache keys."""
+    return "" if language == DEFAULT else hashlib.sha256(_catalog_file(language).read_bytes()).hexdigest()
 
 
 def translate(message: str, language: str | None = None) -> str:
@@ -67,12 +78,6 @@ class Figure:
 
     def __format__(self, spec: str) -> str:
         return format(str(self), spec)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Figure) and (self.value, self.places, self.grouped) == (other.value, other.places, other.grouped)
-
-    def __hash__(self) -> int:
-        return hash((self.value, self.places, self.grouped))
 
     def __reduce__(self):
         return (_figure, (self.value, self.places, self.grouped))

@@ -103,7 +103,7 @@ def _template(kind: str, code: str) -> dict:
     # Compiling Vega-Lite to Vega does not depend on the rows, so it is not repeated for every chart; importing Altair
     # and compiling the kinds took a second in every build process. The key is everything the compiled spec comes from.
     key = hashlib.sha256("|".join([kind, metadata.version("altair"), metadata.version("vl-convert-python"),
-                                   json.dumps(CONFIG, sort_keys=True), code, _words_digest(code)]).encode()
+                                   json.dumps(CONFIG, sort_keys=True), code, language.catalog_digest(code)]).encode()
                          + Path(__file__).read_bytes()).hexdigest()
     stored = cache_root() / "vega" / f"{key}.json"
     with contextlib.suppress(OSError, ValueError):
@@ -116,13 +116,6 @@ def _template(kind: str, code: str) -> dict:
         stored.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(stored, json.dumps(vega, sort_keys=True))
     return vega
-
-
-def _words_digest(code: str) -> str:
-    """Hash the catalog of the language CODE: its words are in the compiled chart titles."""
-    if code == language.DEFAULT:
-        return ""
-    return hashlib.sha256((language.LOCALES / code / "LC_MESSAGES" / f"{language.DOMAIN}.mo").read_bytes()).hexdigest()
 
 
 def _render(template: dict, rows: list[dict], cache_dir: Path | None) -> str:

@@ -139,9 +139,7 @@ def inputs_digest(runs_files: list, notes_dir: Path, sheets_dir: Path, catalog: 
 def _words(alternates: tuple) -> str:
     """Name the build's language, its catalog's bytes and the languages its pages link to."""
     code = language.current()
-    catalog = language.LOCALES / code / "LC_MESSAGES" / f"{language.DOMAIN}.mo"
-    words = hashlib.sha256(catalog.read_bytes()).hexdigest() if code != language.DEFAULT else ""
-    return json.dumps([code, words, alternates])
+    return json.dumps([code, language.catalog_digest(code), alternates])
 
 
 def shared_key(catalog: Catalog, alternates: tuple = ()) -> str:
