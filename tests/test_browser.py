@@ -99,7 +99,7 @@ def site(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pages, "campaign_charts", hostile.charts_failing_for("broken"))
         # Both languages (#23): the Indonesian pages go through the same checks, from out/id/.
-        assert build_site(runs=runs, out=out, notes=notes, chart_cache=root / "charts",
+        assert build_site(runs=runs, out=out, notes=notes,
                           languages=("en", "id"))["failed"].keys() == {"broken"}
     return out
 
@@ -321,7 +321,7 @@ def demo_site(tmp_path_factory):
     runs = root / "runs"
     shutil.copytree(Path(__file__).parent / "fixtures" / "demo-runs", runs)
     demo.install_example_sheets(root / "qualification")
-    assert build_site(runs=runs, out=root / "site", chart_cache=root / "charts", languages=demo.DEMO_LANGUAGES)["failed"] == {}
+    assert build_site(runs=runs, out=root / "site", languages=demo.DEMO_LANGUAGES)["failed"] == {}
     return root
 
 

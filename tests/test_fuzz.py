@@ -181,7 +181,7 @@ def test_record_strings_never_reach_a_page_unescaped(title, variant, error, mode
         records.append(runs, factory.trial(manifest, variant))
         records.append(runs, factory.trial(manifest, variant, status="error", failed_phase="model_load", error=error, sequence=2))
         # Both languages: a record's words reach an Indonesian page through other code (its messages are filled in).
-        build_site(runs=runs, out=Path(folder) / "site", chart_cache=Path(folder) / "charts", languages=("en", "id"))
+        build_site(runs=runs, out=Path(folder) / "site", languages=("en", "id"))
         assert (Path(folder) / "site" / "id" / "index.html").is_file()
         for path in (Path(folder) / "site").rglob("*.html"):
             page = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")

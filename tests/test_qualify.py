@@ -84,7 +84,7 @@ def test_quality_is_read_from_the_sheets_configuration_only(cli, sheets, tmp_pat
 
 def test_page_and_cli_agree(cli, sheets, runs, tmp_path):
     result = qualify_json(cli, sheets, runs)
-    build_site(runs=runs, out=tmp_path / "site", sheets=sheets, chart_cache=tmp_path / "charts")
+    build_site(runs=runs, out=tmp_path / "site", sheets=sheets)
     page = BeautifulSoup((tmp_path / "site" / "campaigns" / CAMPAIGN / "qualification.html").read_text(), "html.parser")
     for index, sheet in enumerate(result, start=1):
         section = page.find(id=f"sheet-{index}")

@@ -50,7 +50,7 @@ def runs(tmp_path):
 @pytest.fixture
 def site(runs, tmp_path):
     out = tmp_path / "site"
-    build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")
+    build_site(runs=runs, out=out)
     return out
 
 
@@ -93,7 +93,7 @@ def test_distinct_corpora_count_once_and_unlinked_spend_is_never_divided_by_them
     for trial, corpus in zip(accepted, "cdee", strict=False):
         records.append(runs, factory.deliverable("camp", trial, corpus=corpus))
     out = tmp_path / "site2"
-    build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")
+    build_site(runs=runs, out=out)
     page = soup(out / "campaigns" / "camp" / "index.html")
     assert page.find(id="spend").get_text(strip=True) == "267.14 USD"
     assert page.find(id="deliverables").get_text(strip=True) == "3"
@@ -167,7 +167,7 @@ def test_torn_lines_are_listed_on_the_pages(runs, tmp_path):
     with open(path, "ab") as handle:
         handle.write(b'{"kind": "tri')
     out = tmp_path / "torn"
-    build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")
+    build_site(runs=runs, out=out)
     assert "incomplete last line" in soup(out / "index.html").find(class_="problems").get_text()
     assert "incomplete last line" in soup(out / "campaigns" / "camp" / "index.html").find(id="problems").get_text()
 
@@ -206,20 +206,20 @@ def test_two_builds_of_the_same_records_are_byte_identical(runs, tmp_path, monke
     def digest(folder):
         return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
 
-    build_site(runs=runs, out=tmp_path / "one", chart_cache=tmp_path / "charts-one")
-    build_site(runs=runs, out=tmp_path / "two", chart_cache=tmp_path / "charts-two")
+    build_site(runs=runs, out=tmp_path / "one")
+    build_site(runs=runs, out=tmp_path / "two")
     assert digest(tmp_path / "one") == digest(tmp_path / "two")
     assert "built 2026-" in (tmp_path / "one" / "index.html").read_text()
 
 
 def test_rebuild_renders_only_the_changed_campaign(runs, tmp_path):
     out = tmp_path / "site"
-    first = build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")
+    first = build_site(runs=runs, out=out)
     assert sorted(first["rendered"]) == ["broken", "camp"]
-    assert build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")["rendered"] == []
+    assert build_site(runs=runs, out=out)["rendered"] == []
     broken = next(m for m in reading.load(runs).of_kind("manifest") if m["campaign"] == "broken")
     records.append(runs, factory.trial(broken, "only", seconds=2.0, sequence=2))
-    assert build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")["rendered"] == ["broken"]
+    assert build_site(runs=runs, out=out)["rendered"] == ["broken"]
 
 
 def test_catalog_page_shows_gb_and_gib_and_not_listed(site):
@@ -238,7 +238,7 @@ def test_decision_notes_render_and_link_both_ways(runs, tmp_path):
         "---\ncampaign: camp\ndecision: Rent batch 8 on RTX 4090\nselected_variant: b8\nworkload_covered: 100 texts\n"
         "date: 2026-10-01\nauthor: Publishing team\n---\n\nBatch 8 halves the time. <script>x</script>\n", encoding="utf-8")
     out = tmp_path / "site"
-    build_site(runs=runs, out=out, notes=notes, chart_cache=tmp_path / "charts")
+    build_site(runs=runs, out=out, notes=notes)
     note = soup(out / "notes" / "choose-b8.html")
     assert note.find("a", href="../campaigns/camp/index.html")
     assert not note.find("script") and "<script>x</script>" in note.get_text()
@@ -308,7 +308,7 @@ def test_build_on_two_processes_writes_the_same_bytes_as_on_one(runs, tmp_path, 
     single = run_module("build", "--runs", runs, "--out", tmp_path / "b" / "site", "--processes", "1")
     assert single.returncode == 0 and "re-rendered: broken, camp;" in single.stdout
     assert digest(tmp_path / "a" / "site") == digest(tmp_path / "b" / "site")
-    assert len(list((tmp_path / "a" / ".iteralab-cache" / "charts").glob("*.svg"))) >= 3  # the workers drew the charts
+    assert "<svg" in (tmp_path / "a" / "site" / "campaigns" / "camp" / "index.html").read_text()  # the workers drew the charts
 
 
 def _worker_answer(value):
@@ -349,7 +349,7 @@ def test_a_script_without_a_main_guard_builds_on_two_processes(runs, tmp_path):
 def test_a_missing_prediction_file_is_listed_and_restoring_it_rebuilds_the_campaign(runs, tmp_path):
     """Regression for #7: prediction files are found from one listing of runs/, not one check per trial."""
     out = tmp_path / "site"
-    build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")
+    build_site(runs=runs, out=out)
     problems = soup(out / "campaigns" / "camp" / "index.html").select("#problems code")
     assert any("camp/predictions/p.csv: prediction file of trial" in problem.get_text() for problem in problems)
     trial = next(t for t in reading.load(runs).of_kind("trial") if t["campaign"] == "camp" and t["status"] == "ok")
@@ -358,7 +358,7 @@ def test_a_missing_prediction_file_is_listed_and_restoring_it_rebuilds_the_campa
 
     (runs / "camp" / "predictions").mkdir(parents=True)
     (runs / "camp" / "predictions" / "p.csv").write_text("id,label,score\ne1,pos,0.9\n", encoding="utf-8")
-    assert build_site(runs=runs, out=out, chart_cache=tmp_path / "charts")["rendered"] == ["camp"]
+    assert build_site(runs=runs, out=out)["rendered"] == ["camp"]
     assert not soup(out / "campaigns" / "camp" / "index.html").select("#problems code")
     with zipfile.ZipFile(out / "campaigns" / "camp" / "evidence-camp.zip") as bundle:  # predictions travel in the bundle
         assert bundle.read("camp-evidence/data/predictions/p.csv") == b"id,label,score\ne1,pos,0.9\n"

@@ -227,10 +227,28 @@ def said(value, language: str | None = None):
 
 def number(value, language: str, places: int = 0, *, grouped: bool = True) -> str:
     """Write VALUE with PLACES decimals in LANGUAGE's way (Babel's CLDR data: '1.000' and '0,912' in Indonesian)."""
+    symbols = _symbols(language)
+    if symbols and isinstance(value, int | float | Decimal) and not isinstance(value, bool) and math.isfinite(value):
+        # Babel's own result, a hundred times faster (a chart's tooltips and a trials page write thousands of figures):
+        # the value as Babel reads it (a float by its shortest repr), rounded half-even, grouped by threes.
+        exact = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+        return f"{exact:{',' if grouped else ''}.{places}f}".translate(symbols)
     from babel.numbers import format_decimal
 
     pattern = ("#,##0" if grouped else "0") + ("." + "0" * places if places else "")
     return format_decimal(value, format=pattern, locale=language, decimal_quantization=True)
+
+
+@functools.cache
+def _symbols(language: str) -> dict | None:
+    """Return how Python's ',' '.' and '-' read in LANGUAGE, or None where it groups digits other than by threes."""
+    from babel import Locale
+    from babel.numbers import get_decimal_symbol, get_group_symbol, get_minus_sign_symbol
+
+    if Locale.parse(language).decimal_formats[None].grouping != (3, 3):
+        return None
+    return str.maketrans({",": get_group_symbol(language), ".": get_decimal_symbol(language),
+                          "-": get_minus_sign_symbol(language)})
 
 
 def money(value: Decimal, language: str | None = None) -> str:

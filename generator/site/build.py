@@ -36,7 +36,7 @@ def _refuse_nested(runs: Path, out: Path) -> None:
 
 
 def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", notes: Path | str | None = None,
-               catalog: Path | str | None = None, sheets: Path | str | None = None, chart_cache: Path | None = None,
+               catalog: Path | str | None = None, sheets: Path | str | None = None,
                processes: int | None = None, languages: tuple[str, ...] | list[str] = (language.DEFAULT,)) -> dict:
     """Render every page in each of LANGUAGES; campaigns whose inputs did not change since the last build are skipped.
 
@@ -47,14 +47,13 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
     runs, out = Path(runs), Path(out)
     if not runs.is_dir():
         raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records")
-    chart_cache = chart_cache if chart_cache is not None else out.parent / ".iteralab-cache" / "charts"
     inputs = _Inputs(runs)
     results = {}
     for code in codes:
         others = tuple((other, language.LANGUAGES[other], _prefix(code, other, codes[0])) for other in codes if other != code)
         with language.speaking(code):
             results[code] = _build_language(inputs=inputs, out=out if code == codes[0] else out / code, notes=notes,
-                                            catalog=catalog, sheets=sheets, chart_cache=chart_cache, processes=processes,
+                                            catalog=catalog, sheets=sheets, processes=processes,
                                             alternates=others)
     result = dict(results[codes[0]])
     result["languages"] = {code: {"index": found["index"], "rendered": found["rendered"], "written": found["written"],
@@ -94,12 +93,12 @@ class _Inputs:
         return self._table
 
 
-def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, chart_cache: Path, processes,
+def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, processes,
                     alternates: tuple) -> dict:
     """Build the site in the current language into OUT."""
     runs, out = inputs.runs, Path(out)
     _refuse_nested(runs, out)
-    places = Places(out, runs, notes_folder(runs, notes), Path(catalog) if catalog else None, chart_cache, alternates)
+    places = Places(out, runs, notes_folder(runs, notes), Path(catalog) if catalog else None, alternates)
     sheets_dir = sheets_folder(runs, sheets)
     state = _read_state(out / STATE_FILE)
     runs_files = inputs.files

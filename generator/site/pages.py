@@ -57,7 +57,6 @@ class Places:
     runs: Path
     notes: Path
     catalog: Path | None
-    chart_cache: Path
     alternates: tuple = ()  # (code, name, path from this language's site to that one's) of the other languages built
 
 
@@ -121,10 +120,10 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
     compared, constant = view.compared_and_constant()
     writer.write(f"{base}/index.html", env.get_template("campaign.html").render(
         root="../../", page=f"{base}/index.html", view=view, compared=compared, constant=constant, separation=view.separation(), cost=view.cost(),
-        charts=campaign_charts(view, places.chart_cache), notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info,
+        charts=campaign_charts(view), notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info,
         sizing=sizing_rows([view]), report=report, **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
-        root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decision_charts(report, places.chart_cache), **common))
+        root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decision_charts(report), **common))
     _trials_page(writer, env, view, bundle_info["name"], common)
     writer.write(f"{base}/trials.csv", table_csv)
     writer.write(f"{base}/qualification.html", env.get_template("qualification.html").render(
@@ -167,21 +166,20 @@ def sizing_rows(views: list[CampaignView]) -> list[dict]:
     return rows
 
 
-def _chart(draw, chart_id: str, title: str, description: str, rows: list[dict], chart_cache: Path) -> dict:
+def _chart(draw, chart_id: str, title: str, description: str, rows: list[dict]) -> dict:
     """Draw one chart with DRAW and keep its rows beside it as its data table (columns in the rows' order)."""
-    return {"id": chart_id, "title": title, "description": description, "svg": Markup(draw(rows, chart_cache)),
+    return {"id": chart_id, "title": title, "description": description, "svg": Markup(draw(rows)),
             "columns": list(rows[0]), "rows": rows}
 
 
-def campaign_charts(view: CampaignView, chart_cache: Path) -> list[dict]:
+def campaign_charts(view: CampaignView) -> list[dict]:
     blocks = []
     duration_rows = [{"variant": v.label, "run_order": order, "seconds": round(seconds, 6)}
                      for v in view.variants for order, seconds in enumerate(v.seconds, start=1)]
     if duration_rows:
         blocks.append(_chart(charts.durations_chart, "durations", Text("Measured window per successful trial"),
                              Text("Each dot is one successful trial's measured window; the black tick is the configuration's "
-                                  "median. Failed trials have no duration and are listed under Failures."), duration_rows,
-                             chart_cache))
+                                  "median. Failed trials have no duration and are listed under Failures."), duration_rows))
     memory_rows = []
     for v in view.variants:
         for key, label in (("gpu_peak_allocated_bytes", Text("GPU peak allocated")),
@@ -195,17 +193,17 @@ def campaign_charts(view: CampaignView, chart_cache: Path) -> list[dict]:
         blocks.append(_chart(charts.memory_chart, "memory", Text("Peak memory per configuration"),
                              Text("Highest value of each counter over the configuration's successful trials, in MiB (2^20 "
                                   "bytes). Counters are shown side by side, never added. GPU counters are absent when the "
-                                  "variant ran without a GPU."), memory_rows, chart_cache))
+                                  "variant ran without a GPU."), memory_rows))
     quality_rows = [{"variant": v.label, "bucket": bucket, "accuracy": round(value, 4)}
                     for v in view.variants for bucket, value in v.bucket_quality("accuracy").items() if value is not None]
     if quality_rows:
         blocks.append(_chart(charts.quality_chart, "quality", Text("Accuracy per configuration and length bucket"),
                              Text("Median accuracy against gold labels over the configuration's successful trials, per planned "
-                                  "length bucket."), quality_rows, chart_cache))
+                                  "length bucket."), quality_rows))
     return blocks
 
 
-def decision_charts(report: Report, chart_cache: Path) -> list[dict]:
+def decision_charts(report: Report) -> list[dict]:
     """Charts of the decision page: planned spend and projected hours against the window, each with its data."""
     blocks = []
     spend_rows = [{"configuration": row.label, "planned": float(row.plan.total), "currency": row.plan.currency}
@@ -213,7 +211,7 @@ def decision_charts(report: Report, chart_cache: Path) -> list[dict]:
     if spend_rows:
         blocks.append(_chart(charts.spend_chart, "planned-spend", Text("Planned package spend per configuration"),
                              Text("The cheapest catalog package × lots covering the access window and the projected hours. "
-                                  "Configurations on hardware the catalog does not price have no bar."), spend_rows, chart_cache))
+                                  "Configurations on hardware the catalog does not price have no bar."), spend_rows))
     limit = report.question.limit_hours
     hour_rows = [{"configuration": row.label, "projected": span_range(row.hours).say(), "low_hours": round(row.hours[0], 6),
                   "high_hours": round(row.hours[2], 6), "lots": row.lots, "limit_hours": None if limit is None else float(limit)}
@@ -224,5 +222,5 @@ def decision_charts(report: Report, chart_cache: Path) -> list[dict]:
         blocks.append(_chart(charts.hours_chart, "projected-hours", Text("Projected processing hours against the window"),
                              Text("A projection, not a measurement: from the fastest to the slowest repetition, for the declared "
                                   "workload on the planned lots, on a log axis so that minutes and the window's hours both "
-                                  "show; {marked}.", marked=marked), hour_rows, chart_cache))
+                                  "show; {marked}.", marked=marked), hour_rows))
     return blocks
