@@ -21,7 +21,8 @@ from iteralab.site import charts, workers
 from iteralab.site.bundle import campaign_bundle
 from iteralab.site.incremental import summary
 from iteralab.site.output import Writer
-from iteralab.site.render import jinja_environment, trial_rows
+from iteralab.site.per_trial import trial_sections, trial_table_rows
+from iteralab.site.render import jinja_environment
 from iteralab.store.reading import Loaded, RecordTable
 from iteralab.store.trials import trial_table, trials_csv
 from iteralab.store.views import CampaignView, campaign_views
@@ -120,7 +121,7 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
     compared, constant = view.compared_and_constant()
     writer.write(f"{base}/index.html", env.get_template("campaign.html").render(
         root="../../", page=f"{base}/index.html", view=view, compared=compared, constant=constant, separation=view.separation(), cost=view.cost(),
-        charts=campaign_charts(view), notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info,
+        charts=campaign_charts(view), notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, trial_table_rows=trial_table_rows,
         sizing=sizing_rows([view]), report=report, **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
         root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decision_charts(report), **common))
@@ -140,7 +141,7 @@ def _trials_page(writer: Writer, env, view: CampaignView, bundle_name: str, comm
     for legacy in ("trials", "predictions"):  # a page per trial and prediction copies, from builds before trials.html
         shutil.rmtree(writer.out / base / legacy, ignore_errors=True)
     writer.write(f"{base}/trials.html", env.get_template("trials.html").render(
-        root="../../", page=f"{base}/trials.html", view=view, trials=[(trial, trial_rows(trial)) for trial in view.trials], bundle_name=bundle_name, **common))
+        root="../../", page=f"{base}/trials.html", view=view, bundle_name=bundle_name, trial_sections=trial_sections, **common))
     for manifest in view.manifests:
         writer.write(f"{base}/manifests/{manifest['record_id']}.json",
                      json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from iteralab.money.catalog import Catalog, Gpu
 
@@ -46,7 +47,7 @@ class Configuration:
             parts.append(f"driver {self.driver}")
         return " · ".join(parts)
 
-    @property
+    @cached_property  # asked for hundreds of times per campaign page; the fields never change
     def key(self) -> str:
         """Return a stable identifier usable in file names, HTML ids and CSV cells."""
         canonical = json.dumps([self.variant, self.settings, self.hardware, self.software], sort_keys=True, default=str)

@@ -1,0 +1,144 @@
+"""Write what a page repeats for every trial: the trials page's sections and the campaign page's table rows.
+
+Assembled here rather than in Jinja loops: a loop cost about 1 ms a trial in attribute lookups and escaping, most of a
+large build's time. The words come from the templates (their ``w``), so a page's text stays in its template and in the
+catalog; every value from a record is escaped here.
+"""
+
+from __future__ import annotations
+
+from markupsafe import Markup, escape
+
+from iteralab.core import language
+from iteralab.site.render import _said, cell, fill, fmt, moment, pretty_json, trial_rows
+from iteralab.site.words import said
+from iteralab.store.views import CampaignView
+
+
+def _shown(value, code: str) -> Markup:
+    """Show VALUE as ``{{ value }}`` does on a page: a number or Text said in the language CODE, then escaped."""
+    return escape(value if type(value) is str or type(value) is Markup else language.say(value, code))
+
+
+def trial_sections(view: CampaignView, bundle_name: str, w: dict) -> Markup:
+    """Return every trial's section of VIEW in run order, in the words W of trials.html."""
+    code = language.current()
+    words = said(code)
+    exclusions = {exclusion["record_id"]: exclusion for exclusion in reversed(view.exclusions)}  # the first of an id wins
+    return Markup("".join(_section(trial, view, bundle_name, w, code, words, exclusions) for trial in view.trials))
+
+
+def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: str, words: dict, exclusions: dict) -> str:
+    trial_id = escape(trial["record_id"])
+    parts = [f'<article id="{trial_id}" class="trial" aria-labelledby="{trial_id}-title">\n',
+             f'<h2 id="{trial_id}-title">{fill(w["heading"], variant=trial["variant"], repetition=trial["repetition"])}</h2>\n',
+             _meta(trial, trial_id, w, words)]
+    if trial.get("error"):
+        parts.append(f'<p class="warning">{w["error"]}: <code>{escape(trial["error"])}</code></p>')
+    if trial.get("started_at"):
+        reason = fmt(None, reason=trial.get("entries_completed_reason") or w["unknown"], code=code)
+        parts.append(f'<p id="{trial_id}-in-flight" class="warning in-flight">'
+                     f'{fill(w["interrupted"], started=moment(trial["started_at"], code), recorded=moment(trial["created_at"], code))} '
+                     f'{w["completed"]}: {reason}. {w["never"]}</p>')
+    resumed = view.resumed_before(trial)
+    if resumed and not trial.get("started_at"):
+        parts.append(f'<p id="{trial_id}-after-resumption" class="after-resumption">'
+                     f'{fill(w["resumed"], run=resumed["run_id"], at=moment(resumed["created_at"], code), warmup=_said(resumed["warmup"], code))}</p>')
+    if trial["record_id"] in view.excluded:
+        exclusion = exclusions[view.excluded[trial["record_id"]]]
+        parts.append(f'<p class="warning">{fill(w["excluded"], record=exclusion["record_id"], at=moment(exclusion["created_at"], code), rule=exclusion["rule"])}</p>')
+    rows = trial_rows(trial)
+    parts += ["\n", _phases(trial, trial_id, rows, w, code), "\n"]
+    if trial.get("quality"):
+        parts.append(_quality(trial, trial_id, rows, w, code))
+    parts += ["\n", _record(trial, trial_id, view, bundle_name, w), "</article>\n"]
+    return "".join(parts)
+
+
+def _meta(trial: dict, trial_id: str, w: dict, words: dict) -> str:
+    status = "pass" if trial["status"] == "ok" else "fail"
+    phase = f' {fill(w["in_phase"], phase=words["phase_word"](trial["failed_phase"]))}' if trial.get("failed_phase") else ""
+    entries = fill(w["entries"], completed=fmt(trial["entries_completed"], "int", trial.get("entries_completed_reason")),
+                   expected=fmt(trial["entries_expected"], "int"))
+    return (f'<p class="meta"><code>{trial_id}</code> · {w["status"]} <strong class="{status}">'
+            f'{words["status_word"](trial["status"])}</strong>{phase} · {entries} · {w["accepted"]}: '
+            f'{w["yes"] if trial["corpus_accepted"] else w["no"]}</p>\n')
+
+
+def _phases(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
+    caption = w["wall_cuda"] if trial["memory"]["device"].startswith("cuda") else w["wall"]
+    scope = trial["memory"].get("host_rss_scope")
+    body = "".join(f'<tr><th scope="row">{name}</th>{cells}</tr>\n' for name, cells in rows["phases"])
+    return (f'<section id="{trial_id}-phases">\n<h3>{w["phases"]}</h3>\n'
+            f'<div class="scroll" tabindex="0" role="region" aria-label="{fill(w["phases_of"], trial=trial["record_id"])}">\n'
+            f'<table>\n  <caption>{caption}</caption>\n'
+            f'  <thead><tr><th scope="col">{w["phase"]}</th><th scope="col">{w["duration"]}</th><th scope="col">{w["allocated"]}'
+            f'</th><th scope="col">{w["reserved"]}</th><th scope="col">{w["rss"]}</th></tr></thead>\n'
+            f'  <tbody>{body}</tbody>\n</table>\n</div>\n'
+            f'<p><small>{w["rss"]}: {escape(_said(scope, code)) if scope else fmt(None, code=code)}.</small></p>\n</section>\n')
+
+
+def _quality(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
+    quality = trial["quality"]
+    reference = quality.get("reference")
+    agreement = (f'; {fill(w["agreement_with"], variant=reference["variant"], trial=reference["trial_id"])}'
+                 if reference else "")
+    body = "".join(f'<tr><th scope="row">{w["overall"] if name == "overall" else escape(name)}</th>{cells}</tr>\n'
+                   for name, cells in rows["quality"])
+    verdicts = "".join(
+        f'<li class="{"pass" if verdict["passed"] else "fail"}">{_shown(verdict["metric"], code)} '
+        f'{fmt(verdict["value"], "ratio", verdict.get("reason"), code=code)} {_shown(verdict["comparison"], code)} '
+        f'{_shown(verdict["threshold"], code)}: {w["passed"] if verdict["passed"] else w["failed"]}</li>'
+        for verdict in quality["verdicts"])
+    return (f'<section id="{trial_id}-quality">\n<h3>{w["quality"]}</h3>\n'
+            f'<div class="scroll" tabindex="0" role="region" aria-label="{fill(w["quality_of"], trial=trial["record_id"])}">\n'
+            f'<table>\n  <caption>{w["buckets"]}{agreement}</caption>\n'
+            f'  <thead><tr><th scope="col">{w["subgroup"]}</th><th scope="col">{w["entries_heading"]}</th><th scope="col">'
+            f'{w["accuracy"]}</th><th scope="col">Macro-F1</th><th scope="col">{w["agreement"]}</th></tr></thead>\n'
+            f'  <tbody>\n{body}  </tbody>\n</table>\n</div>\n<ul>{verdicts}</ul>\n</section>\n')
+
+
+def _record(trial: dict, trial_id: str, view: CampaignView, bundle_name: str, w: dict) -> str:
+    predictions = trial.get("predictions")
+    if trial["record_id"] in view.missing_predictions:
+        where = f'<p class="warning">{fill(w["missing"], path=predictions["path"])}</p>'
+    elif predictions:
+        where = (f'<p>{fill(w["predictions"], file=predictions["path"].rpartition("/")[2], bundle=bundle_name, sha=predictions["sha256"])}'
+                 "</p>")
+    else:
+        where = ""
+    manifest = escape(trial["manifest_id"])
+    return (f'<section id="{trial_id}-record">\n<h3>{w["record"]}</h3>\n'
+            f'<pre class="record" tabindex="0" role="region" aria-label="{fill(w["record_of"], trial=trial["record_id"])}">'
+            f'{escape(pretty_json(trial))}</pre>\n{where}'
+            f'<p>{w["manifest"]}: <a href="manifests/{manifest}.json">{manifest}</a></p>\n</section>\n')
+
+
+def trial_table_rows(view: CampaignView, w: dict) -> Markup:
+    """Return the campaign page's row of every trial in run order, in the words W of campaign.html."""
+    code = language.current()
+    status_word = said(code)["status_word"]
+    rows = []
+    for index, trial in enumerate(view.trials, start=1):
+        quality = trial.get("quality") or {}
+        overall, missing = quality.get("overall") or {}, quality.get("missing_reasons") or {}
+        window = trial["phases"].get("measured_window") or {}
+        predictions = trial.get("predictions")
+        if predictions and trial["record_id"] in view.missing_predictions:
+            where = w["missing"]
+        elif predictions:
+            where = f'{w["bundle"]} <small><code>{escape(predictions["sha256"][:12])}…</code></small>'
+        else:
+            where = w["none"]
+        trial_id = escape(trial["record_id"])
+        rows.append(
+            f'<tr class="{"failure" if trial["status"] != "ok" else ""}">\n'
+            f'      <td class="num">{_shown(index, code)}</td><td><a href="trials.html#{trial_id}">{trial_id}</a></td>'
+            f'<td>{escape(trial["variant"])}</td><td class="num">{_shown(trial["repetition"], code)}</td>'
+            f'<td>{status_word(trial["status"])}</td>\n'
+            f'{cell(window.get("duration_ns"), "ns", window.get("reason") or w["window"], code)}\n'
+            f'      {cell(overall.get("accuracy"), "ratio", missing.get("accuracy") or w["failed"], code)}\n'
+            f'      {cell(overall.get("agreement"), "ratio", missing.get("agreement") or w["failed"], code)}\n'
+            f'      <td>{w["yes"] if trial["corpus_accepted"] else w["no"]}</td>\n'
+            f"      <td>{where}</td>\n    </tr>")
+    return Markup("".join(rows))
