@@ -15,7 +15,7 @@ from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder, sheets_folder
 from iteralab.decision.qualification import qualify, sheet_campaigns
 from iteralab.money.catalog import load_catalog
-from iteralab.site import incremental, workers
+from iteralab.site import incremental, per_campaign, workers
 from iteralab.site.notes import load_notes, note_problems
 from iteralab.site.output import STATE_FILE, Writer, build_stamp, inputs_digest, list_files, shared_key
 from iteralab.site.pages import Places, catalog_rows, render_part
@@ -118,7 +118,8 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
     stale = [name for name in names if previous.get(name) != keys[name] or name not in summaries or name not in state["answers"]
              or not (out / "campaigns" / name / "index.html").is_file()]
     writer = Writer(out)
-    tasks = [(name, table.part(name), plan["notes"][name], plan["sheets"][name], plan["stamps"][name], plan["present"][name])
+    parts = table.parts({name: plan["positions"][name] for name in stale})
+    tasks = [(name, parts[name], plan["notes"][name], plan["sheets"][name], plan["stamps"][name], plan["present"][name])
              for name in stale]
     answers, failed, count = _render_campaigns(tasks, places, processes, writer, {"problems": problems, "catalog": price_catalog,
                                                                                  "places": places, "language": language.current()}, summaries)
@@ -160,8 +161,8 @@ def _plan(table, runs_files: list, sheets_dir: Path, price_catalog, all_notes: l
     stamps = {name: build_stamp(newest[name]) for name in names}
     present = incremental.present_predictions(table, positions, {relative for relative, _ in runs_files})
     keys = incremental.campaign_keys(table, positions, shared_key(price_catalog, alternates), problems, present, notes, sheets, stamps)
-    return {"names": names, "problems": problems, "sheet_problems": sheet_problems, "notes": notes, "sheets": sheets,
-            "newest": newest, "stamps": stamps, "present": present, "keys": keys}
+    return {"names": names, "positions": positions, "problems": problems, "sheet_problems": sheet_problems, "notes": notes,
+            "sheets": sheets, "newest": newest, "stamps": stamps, "present": present, "keys": keys}
 
 
 def _read_state(path: Path) -> dict:
@@ -193,12 +194,13 @@ def _write_shared_pages(writer: Writer, summaries: dict, all_notes: list, answer
     """Write the index, catalog, sizing and note pages, the stylesheet and the record schemas."""
     env = jinja_environment()
     writer.write("index.html", env.get_template("index.html").render(root="", page="index.html", campaigns=list(summaries.values()), notes=all_notes,
-                                                                      answers=answers, problems=problems, **common))
+                                                                      answers=answers, problems=problems, index_rows=per_campaign.index_rows, **common))
     writer.write("404.html", env.get_template("404.html").render(root=common["served_root"], page="404.html", **common))
     writer.write("catalog.html", env.get_template("catalog.html").render(root="", page="catalog.html", rows=catalog_rows(common["catalog"]),
                                                                           **common))
     rows = [row for summary in summaries.values() for row in summary["sizing"]]
-    writer.write("sizing.html", env.get_template("sizing.html").render(root="", page="sizing.html", rows=rows, **common))
+    writer.write("sizing.html", env.get_template("sizing.html").render(root="", page="sizing.html", rows=rows,
+                                                                        sizing_rows=per_campaign.sizing_rows, **common))
     anchors = {name: summary["variants"] for name, summary in summaries.items()}
     for note in all_notes:
         writer.write(f"notes/{note.slug}.html", env.get_template("note.html").render(

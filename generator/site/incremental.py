@@ -52,11 +52,15 @@ def newest_records(table: RecordTable, positions: dict[str, np.ndarray]) -> dict
 def present_predictions(table: RecordTable, positions: dict[str, np.ndarray], present: set[str]) -> dict[str, frozenset]:
     """Return, per campaign, its trials' prediction files that are in the runs folder (a view names the others)."""
     paths = table.frame["predictions_path"].to_numpy(dtype=object)
+    # The listing's paths are normal already: a path found as it is needs no normpath (100,000 calls), and the lookup
+    # is made once for the whole table, not once per campaign.
+    listed = np.fromiter((path in present for path in paths), dtype=bool, count=len(paths))
+    named = np.fromiter((isinstance(path, str) for path in paths), dtype=bool, count=len(paths))
     found = {}
     for name, rows in positions.items():
-        # The listing's paths are normal already: a path found as it is needs no normpath (100,000 calls).
-        named = {path if path in present else posixpath.normpath(path) for path in paths[rows] if isinstance(path, str)}
-        found[name] = frozenset(named & present)
+        others = rows[named[rows] & ~listed[rows]]
+        found[name] = frozenset(paths[rows[listed[rows]]]) | (
+            {posixpath.normpath(path) for path in paths[others]} & present if len(others) else frozenset())
     return found
 
 
@@ -68,7 +72,8 @@ def campaign_keys(table: RecordTable, positions: dict, shared: str, problems: li
     keys = {}
     for name in positions:
         digest = hashlib.sha256(f"{shared}\0{records[name]}".encode())
-        digest.update(json.dumps([own[name], sorted(present[name])]).encode("utf-8", "surrogateescape"))
+        digest.update(json.dumps(own[name]).encode("utf-8", "surrogateescape"))
+        digest.update("\0".join(sorted(present[name])).encode("utf-8", "surrogateescape"))  # names hold no NUL
         digest.update(json.dumps([(n.slug, n.meta, n.html) for n in notes.get(name, ())], sort_keys=True).encode())
         # A sheet's outcome shows on the campaign and qualification pages: a changed sheet renders them again.
         digest.update(repr([(s.source, s.outcome, s.criteria, s.total, s.configuration) for s in sheets.get(name, ())]).encode())

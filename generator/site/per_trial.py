@@ -10,14 +10,9 @@ from __future__ import annotations
 from markupsafe import Markup, escape
 
 from iteralab.core import language
-from iteralab.site.render import _said, cell, fill, fmt, moment, pretty_json, trial_rows
+from iteralab.site.render import _said, cell, fill, fmt, moment, pretty_json, shown, trial_rows
 from iteralab.site.words import said
 from iteralab.store.views import CampaignView
-
-
-def _shown(value, code: str) -> Markup:
-    """Show VALUE as ``{{ value }}`` does on a page: a number or Text said in the language CODE, then escaped."""
-    return escape(value if type(value) is str or type(value) is Markup else language.say(value, code))
 
 
 def trial_sections(view: CampaignView, bundle_name: str, w: dict) -> Markup:
@@ -86,9 +81,9 @@ def _quality(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
     body = "".join(f'<tr><th scope="row">{w["overall"] if name == "overall" else escape(name)}</th>{cells}</tr>\n'
                    for name, cells in rows["quality"])
     verdicts = "".join(
-        f'<li class="{"pass" if verdict["passed"] else "fail"}">{_shown(verdict["metric"], code)} '
-        f'{fmt(verdict["value"], "ratio", verdict.get("reason"), code=code)} {_shown(verdict["comparison"], code)} '
-        f'{_shown(verdict["threshold"], code)}: {w["passed"] if verdict["passed"] else w["failed"]}</li>'
+        f'<li class="{"pass" if verdict["passed"] else "fail"}">{shown(verdict["metric"], code)} '
+        f'{fmt(verdict["value"], "ratio", verdict.get("reason"), code=code)} {shown(verdict["comparison"], code)} '
+        f'{shown(verdict["threshold"], code)}: {w["passed"] if verdict["passed"] else w["failed"]}</li>'
         for verdict in quality["verdicts"])
     return (f'<section id="{trial_id}-quality">\n<h3>{w["quality"]}</h3>\n'
             f'<div class="scroll" tabindex="0" role="region" aria-label="{fill(w["quality_of"], trial=trial["record_id"])}">\n'
@@ -133,8 +128,8 @@ def trial_table_rows(view: CampaignView, w: dict) -> Markup:
         trial_id = escape(trial["record_id"])
         rows.append(
             f'<tr class="{"failure" if trial["status"] != "ok" else ""}">\n'
-            f'      <td class="num">{_shown(index, code)}</td><td><a href="trials.html#{trial_id}">{trial_id}</a></td>'
-            f'<td>{escape(trial["variant"])}</td><td class="num">{_shown(trial["repetition"], code)}</td>'
+            f'      <td class="num">{shown(index, code)}</td><td><a href="trials.html#{trial_id}">{trial_id}</a></td>'
+            f'<td>{escape(trial["variant"])}</td><td class="num">{shown(trial["repetition"], code)}</td>'
             f'<td>{status_word(trial["status"])}</td>\n'
             f'{cell(window.get("duration_ns"), "ns", window.get("reason") or w["window"], code)}\n'
             f'      {cell(overall.get("accuracy"), "ratio", missing.get("accuracy") or w["failed"], code)}\n'

