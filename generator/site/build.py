@@ -89,7 +89,7 @@ class _Inputs:
         # The listing names the records files already: walking 100,000 prediction files again took half a second.
         if self._table is None:
             self._table = load_table(self.runs, sorted(self.runs / relative for relative, _ in self.files
-                                                       if is_records_file(relative)))
+                                                       if relative.endswith(".jsonl") and is_records_file(relative)))
         return self._table
 
 

@@ -21,8 +21,8 @@ from iteralab.site import charts, workers
 from iteralab.site.bundle import campaign_bundle
 from iteralab.site.incremental import summary
 from iteralab.site.output import Writer
-from iteralab.site.per_trial import trial_sections, trial_table_rows
-from iteralab.site.render import jinja_environment
+from iteralab.site.per_trial import trial_index, trial_sections, trial_table_rows
+from iteralab.site.render import fmt, jinja_environment
 from iteralab.store.reading import Loaded, RecordTable
 from iteralab.store.trials import trial_table, trials_csv
 from iteralab.store.views import CampaignView, campaign_views
@@ -141,7 +141,8 @@ def _trials_page(writer: Writer, env, view: CampaignView, bundle_name: str, comm
     for legacy in ("trials", "predictions"):  # a page per trial and prediction copies, from builds before trials.html
         shutil.rmtree(writer.out / base / legacy, ignore_errors=True)
     writer.write(f"{base}/trials.html", env.get_template("trials.html").render(
-        root="../../", page=f"{base}/trials.html", view=view, bundle_name=bundle_name, trial_sections=trial_sections, **common))
+        root="../../", page=f"{base}/trials.html", view=view, bundle_name=bundle_name, trial_sections=trial_sections, trial_index=trial_index,
+        **common))
     for manifest in view.manifests:
         writer.write(f"{base}/manifests/{manifest['record_id']}.json",
                      json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
@@ -169,8 +170,11 @@ def sizing_rows(views: list[CampaignView]) -> list[dict]:
 
 def _chart(draw, chart_id: str, title: str, description: str, rows: list[dict]) -> dict:
     """Draw one chart with DRAW and keep its rows beside it as its data table (columns in the rows' order)."""
-    return {"id": chart_id, "title": title, "description": description, "svg": Markup(draw(rows)),
-            "columns": list(rows[0]), "rows": rows}
+    columns = list(rows[0])
+    # The rows as table cells, written here: a campaign's durations table has a row per trial.
+    body = "".join("<tr>" + "".join(f"<td>{fmt(row[column])}</td>" for column in columns) + "</tr>" for row in rows)
+    return {"id": chart_id, "title": title, "description": description, "svg": Markup(draw(rows)), "columns": columns,
+            "body": Markup(body)}
 
 
 def campaign_charts(view: CampaignView) -> list[dict]:

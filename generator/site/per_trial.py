@@ -15,6 +15,13 @@ from iteralab.site.words import said
 from iteralab.store.views import CampaignView
 
 
+def trial_index(view: CampaignView) -> Markup:
+    """Return the trials page's list of links, one per trial in run order: its id, variant and status."""
+    status_word = said(language.current())["status_word"]
+    return Markup("".join(f'<li><a href="#{escape(t["record_id"])}">{escape(t["record_id"])}</a> ({escape(t["variant"])}, '
+                          f'{status_word(t["status"])})</li>' for t in view.trials))
+
+
 def trial_sections(view: CampaignView, bundle_name: str, w: dict) -> Markup:
     """Return every trial's section of VIEW in run order, in the words W of trials.html."""
     code = language.current()
