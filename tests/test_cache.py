@@ -146,3 +146,34 @@ def test_a_template_cache_that_cannot_be_written_only_costs_compiling_again(tmp_
     environment = jinja_environment().overlay(bytecode_cache=gone)
     assert environment.get_template("404.html").render(root="/", stamp="s", catalog=type("C", (), {"version": "v"})())
     assert not (tmp_path / "not-there").exists()
+
+
+def test_a_first_read_of_many_files_on_every_core_gives_what_one_core_gives(runs, tmp_path, monkeypatch):
+    """A first read parses files without a cache on every core; the table, problems and caches are those of one core."""
+    from iteralab.core import processes
+    from tests import factory
+
+    for index in range(3):  # more campaigns, one with a line that is not a record
+        manifest = factory.manifest(f"many{index}", f"run-{index}")
+        records.append(runs, manifest)
+        records.append(runs, factory.trial(manifest, "b1"))
+    broken = records.records_file(runs, "many0", "run-0")
+    with broken.open("a", encoding="utf-8") as handle:
+        handle.write("{not a record\n")
+    one = reading.load_table(runs)  # one core: every file is below the threshold
+    for cache in (tmp_path / "cache").rglob("*.arrow"):
+        cache.unlink()
+    monkeypatch.setattr(reading, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(processes, "available_cores", lambda: 2)
+    started = []
+    spawn = processes.spawned_pool
+    monkeypatch.setattr(processes, "spawned_pool", lambda count, **options: started.append(count) or spawn(count, **options))
+    every = reading.load_table(runs)
+    assert started == [2]  # the files were parsed in two spawned processes
+    assert every.frame.equals(one.frame) and every.problems == one.problems and every.digests == one.digests
+    assert any("many0" in problem for problem in every.problems)
+    # The workers wrote each file's cache: the next read parses nothing.
+    assert all(columns.cache_exists(path) for path in every.paths)
+    started.clear()
+    again = reading.load_table(runs)
+    assert started == [] and again.frame.equals(one.frame)

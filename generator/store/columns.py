@@ -61,6 +61,11 @@ def _cache_file(path: Path) -> Path:
     return cache_root() / "columns" / f"{key}.arrow"
 
 
+def cache_exists(path: Path) -> bool:
+    """Say whether records file PATH has a cache file (whether it can be trusted is checked when it is read)."""
+    return _cache_file(path).is_file()
+
+
 class Cached:
     """What a cache file says about the first SIZE bytes of a records file."""
 
