@@ -126,7 +126,7 @@ def zip_bytes(top: str, files: dict[str, bytes]) -> bytes:
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = (stat.S_IFREG | 0o644) << 16
             info.create_system = 3  # unix, so the permission bits above are read as such everywhere
-            archive.writestr(info, files[path], compresslevel=6)  # zlib's default: level 9 took a third longer for 0.5 % less
+            archive.writestr(info, files[path], compresslevel=1)  # level 6 took twice as long for about 7 % less
     return buffer.getvalue()
 
 

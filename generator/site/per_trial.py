@@ -10,8 +10,9 @@ from __future__ import annotations
 from markupsafe import Markup, escape
 
 from iteralab.core import language
-from iteralab.site.render import _said, cell, fill, fmt, moment, pretty_json, shown, trial_rows
+from iteralab.site.render import NO_ENTRIES, _said, cell, fill, fmt, moment, pretty_json, shown
 from iteralab.site.words import said
+from iteralab.store.trials import PHASES
 from iteralab.store.views import CampaignView
 
 
@@ -49,7 +50,7 @@ def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: s
     if trial["record_id"] in view.excluded:
         exclusion = exclusions[view.excluded[trial["record_id"]]]
         parts.append(f'<p class="warning">{fill(w["excluded"], record=exclusion["record_id"], at=moment(exclusion["created_at"], code), rule=exclusion["rule"])}</p>')
-    rows = trial_rows(trial)
+    rows = trial_rows(trial, code, words["phase_word"])
     parts += ["\n", _phases(trial, trial_id, rows, w, code), "\n"]
     if trial.get("quality"):
         parts.append(_quality(trial, trial_id, rows, w, code))
@@ -144,3 +145,28 @@ def trial_table_rows(view: CampaignView, w: dict) -> Markup:
             f'      <td>{w["yes"] if trial["corpus_accepted"] else w["no"]}</td>\n'
             f"      <td>{where}</td>\n    </tr>")
     return Markup("".join(rows))
+
+
+def trial_rows(trial: dict, code: str, phase_word) -> dict:
+    """Return the phase and quality rows of a trial's section as (heading, ready cells)."""
+    gpu_reason = trial["memory"].get("gpu_memory_reason")
+    phases = []
+    for name in PHASES:
+        phase = trial["phases"].get(name, {})
+        reason = phase.get("reason")
+        device_reason = gpu_reason or reason
+        phases.append((phase_word(name), "".join((
+            cell(phase.get("duration_ns"), "ns", reason, code),
+            cell(phase.get("gpu_peak_allocated_bytes"), "bytes", device_reason, code),
+            cell(phase.get("gpu_peak_reserved_bytes"), "bytes", device_reason, code),
+            cell(phase.get("host_peak_rss_bytes"), "bytes", reason, code)))))
+    quality = []
+    if trial.get("quality"):
+        missing = trial["quality"]["missing_reasons"]
+        groups = [("overall", trial["quality"]["overall"]), *sorted(trial["quality"]["buckets"].items())]
+        for name, scores in groups:
+            quality.append((name, "".join((
+                cell(scores.get("entries"), "int", None, code),
+                *(cell(scores.get(metric), "ratio", missing.get(metric, NO_ENTRIES), code)
+                  for metric in ("accuracy", "macro_f1", "agreement"))))))
+    return {"phases": phases, "quality": quality}

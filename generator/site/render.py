@@ -24,7 +24,6 @@ from iteralab.decision.plan import SECOND_PERIOD_RISK, span
 from iteralab.money.schedule import format_hours
 from iteralab.site import words
 from iteralab.store.records import KINDS
-from iteralab.store.trials import PHASES
 
 # Shipped inside the package (iteralab.templates, from the repository's templates/ folder), so a wheel has them too.
 TEMPLATES = Path(str(resources.files("iteralab.templates")))
@@ -130,31 +129,6 @@ def schema_links(root: str) -> Markup:
     # A kind is the name the records use (a key of their format): the same in every language.
     return Markup(", ").join(Markup('<a href="{}schemas/{}.schema.json" translate="no">{}</a>').format(root, kind, kind)
                              for kind in KINDS)
-
-
-def trial_rows(trial: dict) -> dict:
-    """Return the phase and quality rows of a trial page as ready cells (thousands of pages: kept out of Jinja calls)."""
-    gpu_reason = trial["memory"].get("gpu_memory_reason")
-    phase_word = words.said(language.current())["phase_word"]
-    phases = []
-    for name in PHASES:
-        phase = trial["phases"].get(name, {})
-        reason = phase.get("reason")
-        phases.append((phase_word(name), Markup("".join((
-            cell(phase.get("duration_ns"), "ns", reason),
-            cell(phase.get("gpu_peak_allocated_bytes"), "bytes", gpu_reason or reason),
-            cell(phase.get("gpu_peak_reserved_bytes"), "bytes", gpu_reason or reason),
-            cell(phase.get("host_peak_rss_bytes"), "bytes", reason))))))
-    quality = []
-    if trial.get("quality"):
-        missing = trial["quality"]["missing_reasons"]
-        groups = [("overall", trial["quality"]["overall"]), *sorted(trial["quality"]["buckets"].items())]
-        for name, scores in groups:
-            quality.append((name, Markup("".join((
-                cell(scores.get("entries"), "int"),
-                *(cell(scores.get(metric), "ratio", missing.get(metric, NO_ENTRIES))
-                  for metric in ("accuracy", "macro_f1", "agreement")))))))
-    return {"phases": phases, "quality": quality}
 
 
 def pretty_json(value) -> str:
