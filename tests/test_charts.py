@@ -97,3 +97,18 @@ def test_a_title_wider_than_the_axis_still_fits_inside_the_chart():
     parts = axis.draw(20, long_title, "en")
     drawn = svg.document(parts, bands=[("a", 0, 20)], width=100, height=20, overhang=axis.overhang)
     assert float(_parsed(drawn).get("width")) >= svg.text_width(long_title, svg.TITLE)
+
+
+def test_a_bar_starts_at_zero_whatever_its_sign():
+    rows = [{"variant": "a", "counter": "c", "mib": -50.0}, {"variant": "b", "counter": "c", "mib": 150.0}]
+    root = _parsed(charts.memory_chart(rows))
+    axis = svg.Axis([-50.0, 150.0], charts.WIDTH, zero=True)
+    bars = [(float(r.get("x")), float(r.get("width"))) for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.find(
+        "{http://www.w3.org/2000/svg}title") is not None]
+    zero = round(axis.x(0.0), 2)
+    assert bars == [(round(axis.x(-50.0), 2), round(zero - axis.x(-50.0), 2)), (zero, round(axis.x(150.0) - zero, 2))]
+
+
+def test_labels_in_wide_scripts_get_room_for_every_character():
+    assert svg.text_width("検証済みコーパス", 10) == 80  # eight full-width characters: an em each
+    assert svg.text_width("iiii", 10) < svg.text_width("MMMM", 10)

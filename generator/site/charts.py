@@ -31,6 +31,12 @@ def _tooltip(row: dict, columns: tuple[str, ...], places: dict) -> str:
     return f"<title>{escape('; '.join(said))}</title>"
 
 
+def _bar(axis: svg.Axis, value: float) -> tuple[str, str]:
+    """Return where a bar of VALUE starts and how wide it is: from zero, to the left for a value below zero."""
+    zero, end = axis.x(0.0), axis.x(value)
+    return svg.num(min(zero, end)), svg.num(abs(end - zero))
+
+
 def durations_chart(rows: list[dict]) -> str:
     """Strip plot of every successful trial's measured window per variant, median marked."""
     code, variants = language.current(), _categories(rows, "variant")
@@ -63,7 +69,8 @@ def _grouped_bars(rows: list[dict], value: str, group: str, title: Text, places:
             if str(row["variant"]) != variant:
                 continue
             offset = groups.index(str(row[group]))
-            parts.append(f'<rect x="0" y="{svg.num(top + offset * (BAR + 2) + 1)}" width="{svg.num(axis.x(row[value]))}" '
+            start, width = _bar(axis, row[value])
+            parts.append(f'<rect x="{start}" y="{svg.num(top + offset * (BAR + 2) + 1)}" width="{width}" '
                          f'height="{BAR}" fill="{svg.colour(offset)}">'
                          f'{_tooltip(row, ("variant", group, value), {value: places})}</rect>')
     key = svg.legend(COLUMNS[group].say(code), groups, 0)
@@ -87,8 +94,9 @@ def spend_chart(rows: list[dict]) -> str:
     axis = svg.Axis([row["planned"] for row in rows], WIDTH, zero=True)
     parts = axis.draw(len(labels) * svg.STEP, _said(Text("planned package spend (catalog currency)")), code)
     for index, row in enumerate(rows):
-        parts.append(f'<rect x="0" y="{svg.num(index * svg.STEP + (svg.STEP - BAR * 1.4) / 2)}" '
-                     f'width="{svg.num(axis.x(row["planned"]))}" height="{svg.num(BAR * 1.4)}" fill="{svg.colour(0)}">'
+        start, width = _bar(axis, row["planned"])
+        parts.append(f'<rect x="{start}" y="{svg.num(index * svg.STEP + (svg.STEP - BAR * 1.4) / 2)}" '
+                     f'width="{width}" height="{svg.num(BAR * 1.4)}" fill="{svg.colour(0)}">'
                      f'{_tooltip(row, ("configuration", "planned", "currency"), {"planned": 2})}</rect>')
     return svg.document(parts, bands=[(c, i * svg.STEP, svg.STEP) for i, c in enumerate(labels)], width=WIDTH,
                         height=len(labels) * svg.STEP, overhang=axis.overhang)

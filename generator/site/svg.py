@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 from html import escape
+from unicodedata import east_asian_width
 
 from iteralab.core.language import Figure
 
@@ -26,8 +27,8 @@ _WIDTHS = {**dict.fromkeys(" .,:;!|'ijlft/·", 278), **dict.fromkeys("0123456789
 
 
 def text_width(text: str, size: int) -> float:
-    """Estimate how wide TEXT is in px at SIZE."""
-    return sum(_WIDTHS.get(char, 600) for char in text) * size / 1000
+    """Estimate how wide TEXT is in px at SIZE (a full-width character, as in Chinese or Japanese, a whole em)."""
+    return sum(_WIDTHS.get(char) or (1000 if east_asian_width(char) in "WF" else 600) for char in text) * size / 1000
 
 
 def num(value: float) -> str:
