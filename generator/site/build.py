@@ -200,7 +200,7 @@ def _write_shared_pages(writer: Writer, summaries: dict, all_notes: list, answer
                                                                           **common))
     rows = [row for summary in summaries.values() for row in summary["sizing"]]
     writer.write("sizing.html", env.get_template("sizing.html").render(root="", page="sizing.html", rows=rows,
-                                                                        sizing_rows=per_campaign.sizing_rows, **common))
+                                                                        sizing_table_rows=per_campaign.sizing_table_rows, **common))
     anchors = {name: summary["variants"] for name, summary in summaries.items()}
     for note in all_notes:
         writer.write(f"notes/{note.slug}.html", env.get_template("note.html").render(

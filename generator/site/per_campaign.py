@@ -45,7 +45,7 @@ def index_rows(campaigns: list[dict], notes: list, answers: dict, failed: dict, 
     return Markup("".join(rows))
 
 
-def sizing_rows(rows: list[dict]) -> Markup:
+def sizing_table_rows(rows: list[dict]) -> Markup:
     """Return the sizing page's row of every campaign and variant (from the build state)."""
     code = language.current()
     return Markup("".join(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from markupsafe import Markup, escape
 
 from iteralab.core import language
-from iteralab.site.render import NO_ENTRIES, _said, cell, fill, fmt, moment, pretty_json, shown
+from iteralab.site.render import NO_ENTRIES, cell, fill, fmt, moment, pretty_json, say_value, shown
 from iteralab.site.words import said
 from iteralab.store.trials import PHASES
 from iteralab.store.views import CampaignView
@@ -37,7 +37,7 @@ def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: s
              f'<h2 id="{trial_id}-title">{fill(w["heading"], variant=trial["variant"], repetition=trial["repetition"])}</h2>\n',
              _meta(trial, trial_id, w, words)]
     if trial.get("error"):
-        parts.append(f'<p class="warning">{w["error"]}: <code>{escape(trial["error"])}</code></p>')
+        parts.append(f'<p class="warning">{w["error"]}: <code>{shown(trial["error"], code)}</code></p>')
     if trial.get("started_at"):
         reason = fmt(None, reason=trial.get("entries_completed_reason") or w["unknown"], code=code)
         parts.append(f'<p id="{trial_id}-in-flight" class="warning in-flight">'
@@ -46,7 +46,7 @@ def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: s
     resumed = view.resumed_before(trial)
     if resumed and not trial.get("started_at"):
         parts.append(f'<p id="{trial_id}-after-resumption" class="after-resumption">'
-                     f'{fill(w["resumed"], run=resumed["run_id"], at=moment(resumed["created_at"], code), warmup=_said(resumed["warmup"], code))}</p>')
+                     f'{fill(w["resumed"], run=resumed["run_id"], at=moment(resumed["created_at"], code), warmup=say_value(resumed["warmup"], code))}</p>')
     if trial["record_id"] in view.excluded:
         exclusion = exclusions[view.excluded[trial["record_id"]]]
         parts.append(f'<p class="warning">{fill(w["excluded"], record=exclusion["record_id"], at=moment(exclusion["created_at"], code), rule=exclusion["rule"])}</p>')
@@ -78,7 +78,7 @@ def _phases(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
             f'  <thead><tr><th scope="col">{w["phase"]}</th><th scope="col">{w["duration"]}</th><th scope="col">{w["allocated"]}'
             f'</th><th scope="col">{w["reserved"]}</th><th scope="col">{w["rss"]}</th></tr></thead>\n'
             f'  <tbody>{body}</tbody>\n</table>\n</div>\n'
-            f'<p><small>{w["rss"]}: {escape(_said(scope, code)) if scope else fmt(None, code=code)}.</small></p>\n</section>\n')
+            f'<p><small>{w["rss"]}: {escape(say_value(scope, code)) if scope else fmt(None, code=code)}.</small></p>\n</section>\n')
 
 
 def _quality(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:

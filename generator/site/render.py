@@ -63,14 +63,14 @@ def _sayer(code: str) -> _Say:
     return _Say(code)
 
 
-def _said(value, code: str):
+def say_value(value, code: str):
     """Say VALUE in the language CODE: a Text by the catalog, a record's sentence by its message, a number in its way."""
     return language.recorded(value, code) if type(value) is str else language.say(value, code)
 
 
 def _fmt(value, kind: str, reason, code: str) -> Markup:
     if value is None:
-        why = escape(_said(reason, code) if reason else NOT_RECORDED.say(code))
+        why = escape(say_value(reason, code) if reason else NOT_RECORDED.say(code))
         return Markup(f'<span class="missing" data-missing="{why}" title="{why}">—<span class="reason"> {why}</span></span>')
     return escape(ALL_FORMATS.get(kind, ALL_FORMATS["text"])(value, _sayer(code)))
 
@@ -165,7 +165,7 @@ def _environment(code: str):
     env.filters["fill"] = fill
     env.filters["tojson_pretty"] = pretty_json
     env.filters["moment"] = functools.partial(moment, code=code)
-    env.filters["say"] = functools.partial(_said, code=code)
+    env.filters["say"] = functools.partial(say_value, code=code)
     env.filters["said"] = functools.partial(language.say, language=code)  # a Text in this language; a name stays as written
     return env
 
