@@ -148,18 +148,23 @@ def test_a_template_cache_that_cannot_be_written_only_costs_compiling_again(tmp_
     assert not (tmp_path / "not-there").exists()
 
 
-def test_a_first_read_of_many_files_on_every_core_gives_what_one_core_gives(runs, tmp_path, monkeypatch):
-    """A first read parses files without a cache on every core; the table, problems and caches are those of one core."""
-    from iteralab.core import processes
+def _more_campaigns(runs: Path) -> None:
+    """Add three campaigns, each in a records file of its own, one with a line that is not a record."""
     from tests import factory
 
-    for index in range(3):  # more campaigns, one with a line that is not a record
+    for index in range(3):
         manifest = factory.manifest(f"many{index}", f"run-{index}")
         records.append(runs, manifest)
         records.append(runs, factory.trial(manifest, "b1"))
-    broken = records.records_file(runs, "many0", "run-0")
-    with broken.open("a", encoding="utf-8") as handle:
+    with records.records_file(runs, "many0", "run-0").open("a", encoding="utf-8") as handle:
         handle.write("{not a record\n")
+
+
+def test_a_first_read_of_many_files_on_every_core_gives_what_one_core_gives(runs, tmp_path, monkeypatch):
+    """A first read parses files without a cache on every core; the table, problems and caches are those of one core."""
+    from iteralab.core import processes
+
+    _more_campaigns(runs)
     one = reading.load_table(runs)  # one core: every file is below the threshold
     for cache in (tmp_path / "cache").rglob("*.arrow"):
         cache.unlink()
@@ -177,3 +182,24 @@ def test_a_first_read_of_many_files_on_every_core_gives_what_one_core_gives(runs
     started.clear()
     again = reading.load_table(runs)
     assert started == [] and again.frame.equals(one.frame)
+
+
+def test_a_first_read_where_no_process_can_be_started_reads_every_file_itself(runs, tmp_path, monkeypatch):
+    """A sandbox that refuses new processes costs the first read its speed, not the read."""
+    from iteralab.core import processes
+
+    _more_campaigns(runs)
+    one = reading.load_table(runs)
+    for cache in (tmp_path / "cache").rglob("*.arrow"):
+        cache.unlink()
+    monkeypatch.setattr(reading, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(processes, "available_cores", lambda: 2)
+    refusals = []
+
+    def refused(count, **options):
+        refusals.append(count)
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(processes, "spawned_pool", refused)
+    table = reading.load_table(runs)
+    assert refusals == [2] and table.frame.equals(one.frame) and table.problems == one.problems

@@ -374,3 +374,22 @@ def test_the_runs_listing_matches_the_loaders_and_survives_a_link_loop(tmp_path)
     (tmp_path / "camp" / "linked.csv").symlink_to(tmp_path / "camp" / "records" / "run.jsonl")
     expected = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     assert [relative for relative, _ in output.list_files(tmp_path)] == expected == ["camp/linked.csv", "camp/records/run.jsonl"]
+
+
+def test_a_build_where_no_worker_can_be_started_renders_every_campaign_itself(runs, tmp_path, monkeypatch):
+    """A sandbox that refuses new processes makes a build slower, never fails it."""
+    from iteralab.core import processes
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1790000000")
+    refusals = []
+
+    def refused(count, **options):
+        refusals.append(count)
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(processes, "spawned_pool", refused)
+    result = build_site(runs=runs, out=tmp_path / "refused", processes=2)
+    assert refusals == [2] and sorted(result["rendered"]) == ["broken", "camp"]
+    alone = build_site(runs=runs, out=tmp_path / "alone", processes=1)
+    assert sorted(p.name for p in (tmp_path / "refused").rglob("*")) == sorted(p.name for p in (tmp_path / "alone").rglob("*"))
+    assert alone["rendered"] == result["rendered"]

@@ -41,6 +41,9 @@ def run(function: Callable, tasks: list[tuple], workers: int, common: dict) -> l
     _share(common)
     if workers <= 1 or len(tasks) <= 1:
         return [function(*task) for task in tasks]
-    # A worker reads only its campaigns' records, from their files.
-    with processes.spawned_pool(workers, initializer=_share, initargs=(common,)) as pool:
+    try:  # a worker reads only its campaigns' records, from their files
+        pool = processes.spawned_pool(workers, initializer=_share, initargs=(common,))
+    except OSError:  # no process can be started here (a sandbox, no /dev/shm): the build is slower, not lost
+        return [function(*task) for task in tasks]
+    with pool:
         return pool.starmap(function, tasks, chunksize=1)

@@ -231,17 +231,24 @@ def _each_file(paths: list[Path]) -> list:
     cold = [index for index, path in enumerate(paths) if not columns.cache_exists(path)]
     cores = processes.available_cores()
     if cores > 1 and len(cold) > 1 and sum(_size(paths[index]) for index in cold) >= PARALLEL_BYTES:
-        count = min(cores, len(cold))
-        # The collector is paused in the workers too: parsing makes millions of objects and no cycle.
-        with processes.spawned_pool(count, initializer=gc.disable) as pool:
-            found = pool.map(_file_columns, [paths[index] for index in cold], chunksize=max(1, len(cold) // (8 * count)))
-        for index, result in zip(cold, found, strict=True):
+        for index, result in zip(cold, _on_every_core([paths[index] for index in cold], cores), strict=True):
             results[index] = result
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         pending = {index: pool.submit(_file_columns, path) for index, path in enumerate(paths) if results[index] is None}
     for index, future in pending.items():
         results[index] = future.result()
     return results
+
+
+def _on_every_core(paths: list[Path], cores: int) -> list:
+    """Return ``_file_columns`` of each of PATHS, worked out in spawned processes; all None where none can be started."""
+    count = min(cores, len(paths))
+    try:
+        # The collector is paused in the workers too: parsing makes millions of objects and no cycle.
+        with processes.spawned_pool(count, initializer=gc.disable) as pool:
+            return pool.map(_file_columns, paths, chunksize=max(1, len(paths) // (8 * count)))
+    except OSError:
+        return [None] * len(paths)  # no process could be started (a sandbox, no /dev/shm): this process reads them
 
 
 def _size(path: Path) -> int:
