@@ -1,0 +1,75 @@
+"""Where a campaign's rendering goes: milliseconds per campaign for each step of a one-process build.
+
+Run: .venv/bin/python -m tests.benchmarks.bench_steps [--campaigns 20] [--trials 100]
+Writes synthetic campaigns (as bench_build does), builds them once to warm the record cache and the compiled templates,
+then builds them again into an empty folder on one process with each step timed: the trials page, the evidence bundle,
+the decision, each template, the trial table and CSV, the charts. Steps nest (a page's template inside its step), so
+they do not add up to the total; the total is the baseline each step is a share of.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import tempfile
+import time
+from pathlib import Path
+
+
+def _timed(owner, name: str, totals: collections.Counter, label: str | None = None) -> None:
+    """Replace OWNER.NAME by a wrapper that adds its time to TOTALS."""
+    original = getattr(owner, name)
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            totals[label or name] += time.perf_counter() - start
+
+    setattr(owner, name, timed)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--campaigns", type=int, default=20)
+    parser.add_argument("--trials", type=int, default=100)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        os.environ["ITERALAB_CACHE_DIR"] = str(root / "cache")
+        import jinja2
+
+        from iteralab.site import pages
+        from iteralab.site.build import build_site
+        from tests.benchmarks.bench_build import make_runs
+
+        make_runs(root / "runs", options.campaigns, options.trials)
+        build_site(runs=root / "runs", out=root / "first", processes=1)
+        totals: collections.Counter = collections.Counter()
+        for name in ("campaign_bundle", "decide", "trial_table", "trials_csv", "_trials_page", "campaign_charts",
+                     "decision_charts", "campaign_views"):
+            _timed(pages, name, totals)
+        render = jinja2.Template.render
+
+        def rendered(template, *args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return render(template, *args, **kwargs)
+            finally:
+                totals[f"template {template.name}"] += time.perf_counter() - start
+
+        jinja2.Template.render = rendered
+        start = time.perf_counter()
+        build_site(runs=root / "runs", out=root / "second", processes=1)
+        total = time.perf_counter() - start
+    per = 1000 / options.campaigns
+    print(f"{options.campaigns} campaigns x {options.trials} trials on one process: {total * per:.1f} ms per campaign in all")
+    for name, seconds in totals.most_common():
+        if seconds * per >= 0.1:
+            print(f"  {name:36s} {seconds * per:6.1f} ms  ({seconds / total:.0%} of the build)")
+
+
+if __name__ == "__main__":
+    main()
