@@ -109,6 +109,10 @@ def test_a_bar_starts_at_zero_whatever_its_sign():
     assert bars == [(round(axis.x(-50.0), 2), round(zero - axis.x(-50.0), 2)), (zero, round(axis.x(150.0) - zero, 2))]
 
 
+def test_coordinates_are_written_one_way():
+    assert [svg.num(v) for v in (-0.001, 0.0, 12.5, 12.499, 3.0)] == ["0", "0", "12.5", "12.5", "3"]
+
+
 def test_labels_in_wide_scripts_get_room_for_every_character():
     assert svg.text_width("検証済みコーパス", 10) == 80  # eight full-width characters: an em each
     assert svg.text_width("iiii", 10) < svg.text_width("MMMM", 10)

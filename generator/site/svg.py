@@ -19,7 +19,7 @@ STEP = 20  # px per category band
 PALETTE = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac")
 LINE, INK, FONT = "#ddd", "#888", "sans-serif"
 
-# Helvetica's advance widths in thousandths of an em, by character; anything else counts as a wide character.
+# Helvetica's advance widths in thousandths of an em, by character; any other character counts as 600 (1000 when full-width).
 _WIDTHS = {**dict.fromkeys(" .,:;!|'ijlft/·", 278), **dict.fromkeys("0123456789abdeghnopqu_$#?", 556),
            **dict.fromkeys("cksvxyzJ", 500), **dict.fromkeys("-()[]r", 333), **dict.fromkeys("mMW", 833),
            **dict.fromkeys("wCDHNRU", 722), **dict.fromkeys("ABEKPSVXY&", 667), **dict.fromkeys("FTZ", 611),
@@ -32,17 +32,15 @@ def text_width(text: str, size: int) -> float:
 
 
 def num(value: float) -> str:
-    """Write a coordinate with at most two decimals, the same on every machine."""
-    return f"{value:.2f}".rstrip("0").rstrip(".")
+    """Write a coordinate with at most two decimals, the same on every machine ('0', never '-0')."""
+    written = f"{value:.2f}".rstrip("0").rstrip(".")
+    return "0" if written == "-0" else written
 
 
-def text(x: float, y: float, words: str, *, size: int = LABEL, anchor: str = "start", bold: bool = False,
-         rotate: bool = False) -> str:
+def text(x: float, y: float, words: str, *, size: int = LABEL, anchor: str = "start", bold: bool = False) -> str:
     """Return a text element, its words escaped (labels come from the records)."""
     weight = ' font-weight="bold"' if bold else ""
-    turn = f' transform="rotate(-90 {num(x)} {num(y)})"' if rotate else ""
-    return (f'<text x="{num(x)}" y="{num(y)}" font-size="{size}" text-anchor="{anchor}"{weight}{turn}>'
-            f"{escape(words)}</text>")
+    return f'<text x="{num(x)}" y="{num(y)}" font-size="{size}" text-anchor="{anchor}"{weight}>{escape(words)}</text>'
 
 
 def linear_ticks(low: float, high: float, count: int = 6) -> tuple[float, float, list[Decimal]]:
