@@ -19,10 +19,6 @@ def _categories(rows: list[dict], column: str) -> list[str]:
     return list(dict.fromkeys(str(row[column]) for row in rows))
 
 
-def _said(text: Text) -> str:
-    return text.say(language.current())
-
-
 def _tooltip(row: dict, columns: tuple[str, ...], places: dict) -> str:
     """Return a mark's hover text: each column's word and value, as the data table writes them."""
     code = language.current()
@@ -42,7 +38,7 @@ def durations_chart(rows: list[dict]) -> str:
     code, variants = language.current(), _categories(rows, "variant")
     axis = svg.Axis([row["seconds"] for row in rows], WIDTH)
     height = len(variants) * svg.STEP
-    parts = axis.draw(height, _said(Text("measured window (s)")), code)
+    parts = axis.draw(height, Text("measured window (s)").say(code), code)
     for index, variant in enumerate(variants):
         middle = index * svg.STEP + svg.STEP / 2
         seconds = [row for row in rows if str(row["variant"]) == variant]
@@ -62,7 +58,7 @@ def _grouped_bars(rows: list[dict], value: str, group: str, title: Text, places:
     code, variants, groups = language.current(), _categories(rows, "variant"), _categories(rows, group)
     axis = svg.Axis([row[value] for row in rows], WIDTH, zero=True, domain=domain)
     band = max(svg.STEP, len(groups) * (BAR + 2) + 8)
-    parts = axis.draw(len(variants) * band, _said(title), code)
+    parts = axis.draw(len(variants) * band, title.say(code), code)
     for index, variant in enumerate(variants):
         top = index * band + (band - len(groups) * (BAR + 2)) / 2
         for row in rows:
@@ -92,7 +88,7 @@ def spend_chart(rows: list[dict]) -> str:
     """Bars of the planned package spend per configuration."""
     code, labels = language.current(), _categories(rows, "configuration")
     axis = svg.Axis([row["planned"] for row in rows], WIDTH, zero=True)
-    parts = axis.draw(len(labels) * svg.STEP, _said(Text("planned package spend (catalog currency)")), code)
+    parts = axis.draw(len(labels) * svg.STEP, Text("planned package spend (catalog currency)").say(code), code)
     for index, row in enumerate(rows):
         start, width = _bar(axis, row["planned"])
         parts.append(f'<rect x="{start}" y="{svg.num(index * svg.STEP + (svg.STEP - BAR * 1.4) / 2)}" '
@@ -109,8 +105,8 @@ def hours_chart(rows: list[dict]) -> str:
     values = [row[key] for row in rows for key in ("low_hours", "high_hours", "limit_hours") if row[key] is not None]
     axis = svg.Axis(values, WIDTH, log=True)
     height = len(labels) * svg.STEP
-    parts = axis.draw(height, _said(Text("projected processing hours, min to max (log scale: each step is ten times the "
-                                         "last)")), code)
+    parts = axis.draw(height, Text("projected processing hours, min to max (log scale: each step is ten "
+                                        "times the last)").say(code), code)
     for index, row in enumerate(rows):
         middle = index * svg.STEP + svg.STEP / 2
         low, high = axis.x(row["low_hours"]), axis.x(row["high_hours"])
