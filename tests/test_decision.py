@@ -459,3 +459,27 @@ def test_an_entries_workload_and_a_campaign_without_trials_read_plainly(tmp_path
     records.append(tmp_path / "empty", factory.manifest("merged", "run-0", decision=QUESTION))
     empty = report_of(tmp_path / "empty")[0]
     assert empty.rows == [] and empty.summary_line == "nothing measured yet"
+
+
+def test_the_figures_match_pandas_grouping_with_exclusions_failures_and_an_even_count(merged):
+    """Regression for #22: the figures are grouped over plain columns now; pandas' groupby is the reference."""
+    from iteralab.decision.report import _figures
+    from iteralab.store.trials import trial_table
+
+    (view,) = campaign_views(reading.load(merged))
+    table = trial_table(view)
+    table.loc[0, "excluded_by"] = "exclusion-x"  # an excluded trial counts in no figure
+    table.loc[1, "window_s"] = table.loc[2, "window_s"] + 0.25  # four windows left in its configuration: an even median
+    kept = table[table["excluded_by"].isna()]
+    ok = kept[kept["status"] == "ok"]
+    counts = kept.groupby(["configuration_key", "status"]).size().unstack(fill_value=0)
+    window = ok.groupby("configuration_key")["window_s"].agg(["min", "median", "max"])
+    once = ok.groupby("configuration_key")["one_time_s"].agg(["min", "max"])
+    figures = _figures(table)
+    assert sorted(figures) == sorted(counts.index)
+    assert any(sum(found["statuses"].values()) == 4 for found in figures.values())
+    for key, found in figures.items():
+        assert found["statuses"] == {status: int(count) for status, count in counts.loc[key].items() if count}
+        assert list(found["statuses"]) == sorted(found["statuses"])
+        assert found["window"] == tuple(float(window.loc[key, c]) for c in ("min", "median", "max"))
+        assert found["one_time"] == tuple(float(once.loc[key, c]) for c in ("min", "max"))
