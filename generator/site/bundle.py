@@ -9,7 +9,11 @@ import stat
 import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
+from urllib.parse import quote
 
+from markupsafe import Markup, escape
+
+from iteralab.core import language
 from iteralab.core.errors import CampaignFailed, UserError, within_campaign
 from iteralab.core.files import write_atomically, writing
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder
@@ -18,7 +22,7 @@ from iteralab.decision.text import describe_report, report_dict
 from iteralab.money.catalog import load_catalog
 from iteralab.site.focus import focus_csv
 from iteralab.site.notes import load_notes
-from iteralab.site.render import jinja_environment, pretty_json
+from iteralab.site.render import fmt, jinja_environment, pretty_json
 from iteralab.store.reading import load
 from iteralab.store.trials import trial_table, trials_csv
 from iteralab.store.views import CampaignView, campaign_views
@@ -42,10 +46,12 @@ def bag_name(name: str) -> str:
 
 
 def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path: Path | None, *,
-            loaded_notes: list | None = None, price_catalog=None, table_csv: str | None = None, report=None) -> dict[str, bytes]:
+            loaded_notes: list | None = None, price_catalog=None, table_csv: str | None = None, report=None,
+            digests: dict[str, str] | None = None) -> dict[str, bytes]:
     """Collect the files of a campaign's evidence, keyed by their path inside data/.
 
-    A site build passes what it already has (LOADED_NOTES, PRICE_CATALOG, TABLE_CSV, REPORT) instead of making it again per campaign.
+    A site build passes what it already has (LOADED_NOTES, PRICE_CATALOG, TABLE_CSV, REPORT) instead of making it again per
+    campaign. DIGESTS, when given, receives the sha256 of every file but index.html (the bag's manifest reuses them).
     """
     files: dict[str, bytes] = {}
     folder = runs / view.name
@@ -90,24 +96,38 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
     for note in loaded_notes if loaded_notes is not None else load_notes(notes_dir):
         if note.meta.get("campaign") == view.name:
             files[f"notes/{bag_name(note.source)}"] = (Path(notes_dir) / note.source).read_bytes()
-    files["index.html"] = _index_html(view, files, report).encode("utf-8")
+    files["index.html"] = _index_html(view, files, report, {} if digests is None else digests).encode("utf-8")
     return files
+
+
+def _file_rows(listing: list[dict]) -> Markup:
+    """Return the index's row of every file: a link, its size and sha256 (written here, not in a Jinja loop: 120 a bundle)."""
+    code = language.current()
+    return Markup("".join(f'<tr><td><a href="{quote(file["path"], safe="/")}">{escape(file["path"])}</a></td>'
+                          f'<td class="num">{fmt(file["size"], "int", code=code)}</td><td><code>{file["sha256"]}</code></td></tr>'
+                          for file in listing))
 
 
 def _json(value) -> bytes:
     return (pretty_json(value) + "\n").encode("utf-8")
 
 
-def _index_html(view: CampaignView, files: dict[str, bytes], report) -> str:
-    listing = [{"path": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in sorted(files.items())]
-    return jinja_environment().get_template("bundle_index.html").render(view=view, files=listing, cost=view.cost(),
-                                                                         report=report)
+def _index_html(view: CampaignView, files: dict[str, bytes], report, digests: dict[str, str]) -> str:
+    """Render the bundle's own page; DIGESTS gets each listed file's sha256, which the bag's manifest lists again."""
+    digests.update((name, hashlib.sha256(data).hexdigest()) for name, data in files.items() if name not in digests)
+    listing = [{"path": name, "size": len(data), "sha256": digests[name]} for name, data in sorted(files.items())]
+    return jinja_environment().get_template("bundle_index.html").render(view=view, file_rows=_file_rows(listing),
+                                                                         cost=view.cost(), report=report)
 
 
-def bag_files(name: str, data: dict[str, bytes], bagging_date: str) -> dict[str, bytes]:
-    """Lay out a BagIt 1.0 bag: payload under data/, sha256 manifests, bag-info with Payload-Oxum."""
+def bag_files(name: str, data: dict[str, bytes], bagging_date: str, digests: dict[str, str] | None = None) -> dict[str, bytes]:
+    """Lay out a BagIt 1.0 bag: payload under data/, sha256 manifests, bag-info with Payload-Oxum.
+
+    DIGESTS: the sha256 of payload files already hashed, by their path inside data/.
+    """
+    known = digests or {}
     bag = {f"data/{path}": content for path, content in data.items()}
-    manifest = "".join(f"{hashlib.sha256(content).hexdigest()}  {path}\n" for path, content in sorted(bag.items()))
+    manifest = "".join(f"{known.get(path) or hashlib.sha256(data[path]).hexdigest()}  data/{path}\n" for path in sorted(data))
     info = (f"Bag-Software-Agent: iteralab\nBagging-Date: {bagging_date}\nExternal-Identifier: {name}\n"
             f"Payload-Oxum: {sum(len(c) for c in bag.values())}.{len(bag)}\n")
     tags = {"bagit.txt": b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n",
@@ -135,9 +155,10 @@ def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None
     """Return the deterministic zip of one campaign's evidence bag."""
     top = f"{view.name}-evidence"
     bagging_date = (view.last_at if view.manifests or view.trials else "1980-01-01")[:10]
+    digests: dict[str, str] = {}
     files = payload(view, Path(runs), notes, catalog, loaded_notes=loaded_notes, price_catalog=price_catalog,
-                    table_csv=table_csv, report=report)
-    return zip_bytes(top, bag_files(top, files, bagging_date))
+                    table_csv=table_csv, report=report, digests=digests)
+    return zip_bytes(top, bag_files(top, files, bagging_date, digests))
 
 
 def write_bundle(*, campaign: str, out: Path | str, runs: Path | str = DEFAULT_RUNS, notes: Path | str | None = None,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from markupsafe import Markup
 
-from iteralab.core import language
+from iteralab.core import language, processes
 from iteralab.core.errors import CampaignFailed, within_campaign
 from iteralab.core.language import Text
 from iteralab.decision.plan import span_range
@@ -69,7 +69,7 @@ def render_part(name: str, part: RecordTable, notes: tuple, sheets: tuple, stamp
     catalog and the places come through ``workers.shared()``.
     """
     common = workers.shared()
-    with language.speaking(common["language"]):
+    with language.speaking(common["language"]), processes.collector_paused():
         return _render_part(common, part, notes, sheets, stamp, present)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
 from dataclasses import dataclass, field
@@ -71,7 +70,7 @@ class RecordTable:
     def loaded(self, campaigns=None) -> Loaded:
         """Return the records of CAMPAIGNS (every campaign when None), and every problem of the whole folder."""
         rows = self.frame if campaigns is None else self.frame[self.frame["campaign"].isin(list(campaigns))]
-        with _collector_paused():
+        with processes.collector_paused():
             return Loaded(self.records(rows), self.places(rows), self.all_problems())
 
     def places(self, rows) -> list[str]:
@@ -130,21 +129,8 @@ def load_table(runs_dir: Path, files: list[Path] | None = None) -> RecordTable:
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise UserError(f"{runs_dir} is not a folder: pass the runs folder that holds the records")
-    with _collector_paused():
+    with processes.collector_paused():
         return _read_all(runs_dir, record_files(runs_dir) if files is None else files)
-
-
-@contextlib.contextmanager
-def _collector_paused():
-    # Parsing creates millions of small containers and no cycles: the cyclic collector would only
-    # rescan the growing heap again and again (it tripled the load time of 100,000 trials).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _unknown_references(loaded: Loaded, kinds: dict, problems: list[str]) -> None:
