@@ -150,16 +150,17 @@ def trial_table_rows(view: CampaignView, w: dict) -> Markup:
 def trial_rows(trial: dict, code: str, phase_word) -> dict:
     """Return the phase and quality rows of a trial's section as (heading, ready cells)."""
     gpu_reason = trial["memory"].get("gpu_memory_reason")
+    # Without a GPU, both GPU counters of every phase are the same empty cell with its reason: made once per trial.
+    no_gpu = cell(None, "bytes", gpu_reason, code) * 2 if gpu_reason else None
     phases = []
     for name in PHASES:
         phase = trial["phases"].get(name, {})
         reason = phase.get("reason")
-        device_reason = gpu_reason or reason
-        phases.append((phase_word(name), "".join((
-            cell(phase.get("duration_ns"), "ns", reason, code),
-            cell(phase.get("gpu_peak_allocated_bytes"), "bytes", device_reason, code),
-            cell(phase.get("gpu_peak_reserved_bytes"), "bytes", device_reason, code),
-            cell(phase.get("host_peak_rss_bytes"), "bytes", reason, code)))))
+        allocated, reserved = phase.get("gpu_peak_allocated_bytes"), phase.get("gpu_peak_reserved_bytes")
+        gpu = no_gpu if no_gpu and allocated is None and reserved is None else "".join((
+            cell(allocated, "bytes", gpu_reason or reason, code), cell(reserved, "bytes", gpu_reason or reason, code)))
+        phases.append((phase_word(name), "".join((cell(phase.get("duration_ns"), "ns", reason, code), gpu,
+                                                  cell(phase.get("host_peak_rss_bytes"), "bytes", reason, code)))))
     quality = []
     if trial.get("quality"):
         missing = trial["quality"]["missing_reasons"]
@@ -167,6 +168,6 @@ def trial_rows(trial: dict, code: str, phase_word) -> dict:
         for name, scores in groups:
             quality.append((name, "".join((
                 cell(scores.get("entries"), "int", None, code),
-                *(cell(scores.get(metric), "ratio", missing.get(metric, NO_ENTRIES), code)
-                  for metric in ("accuracy", "macro_f1", "agreement"))))))
+                *[cell(scores.get(metric), "ratio", missing.get(metric, NO_ENTRIES), code)
+                  for metric in ("accuracy", "macro_f1", "agreement")]))))
     return {"phases": phases, "quality": quality}
