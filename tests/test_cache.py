@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from iteralab.site import stored
 from iteralab.site.build import build_site
 from iteralab.store import columns, reading, records
 
@@ -133,6 +134,9 @@ def test_two_builds_at_once_leave_a_sound_cache_and_the_same_site(runs, tmp_path
         out, err = process.communicate(timeout=300)
         assert process.returncode == 0 and "Traceback" not in err, out + err
     assert all(columns.read_cache(path) is not None for path in reading.record_files(runs))
+    # Both stored each rendered campaign under the same name at the same time: each entry is whole (#22).
+    store = sorted((tmp_path / "cache" / "campaigns").glob("*/*.bin"))
+    assert store and all(stored.load(entry.stem) is not None for entry in store)
     build_site(runs=runs, out=tmp_path / "after" / "site")
     after = tree(tmp_path / "after" / "site")
     assert tree(tmp_path / "first" / "site") == after == tree(tmp_path / "second" / "site")

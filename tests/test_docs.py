@@ -52,3 +52,13 @@ def test_shell_completion_names_the_commands_and_subcommands(monkeypatch, capsys
     with pytest.raises(SystemExit):
         main([])
     assert capsys.readouterr().out.split() == ["plain,add"]
+
+
+def test_every_environment_setting_is_documented():
+    """Each ITERALAB_* variable the package reads is named in the README (regression for #22's campaign store)."""
+    import re
+
+    source = "".join(path.read_text(encoding="utf-8") for path in (ROOT / "generator").rglob("*.py"))
+    settings = set(re.findall(r"[\"'](ITERALAB_[A-Z_]+)[\"']", source))
+    assert {"ITERALAB_CACHE_DIR", "ITERALAB_CAMPAIGN_STORE_MB"} <= settings
+    assert [name for name in sorted(settings) if f"`{name}" not in README and f"${name}" not in README] == []

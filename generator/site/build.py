@@ -15,7 +15,7 @@ from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder, sheets_folder
 from iteralab.decision.qualification import qualify, sheet_campaigns
 from iteralab.money.catalog import load_catalog
-from iteralab.site import incremental, per_campaign, workers
+from iteralab.site import incremental, per_campaign, stored, workers
 from iteralab.site.notes import load_notes, note_problems
 from iteralab.site.output import STATE_FILE, Writer, build_stamp, inputs_digest, list_files, shared_key
 from iteralab.site.pages import Places, catalog_rows, render_part
@@ -119,10 +119,14 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
              or not (out / "campaigns" / name / "index.html").is_file()]
     writer = Writer(out)
     parts = table.parts({name: plan["positions"][name] for name in stale})
-    tasks = [(name, parts[name], plan["notes"][name], plan["sheets"][name], plan["stamps"][name], plan["present"][name])
+    store_limit = stored.limit_bytes()
+    tasks = [(name, parts[name], plan["notes"][name], plan["sheets"][name], plan["stamps"][name], plan["present"][name],
+              stored.entry_key(keys[name], runs, places.notes) if store_limit else None)
              for name in stale]
     answers, failed, count = _render_campaigns(tasks, places, processes, writer, {"problems": problems, "catalog": price_catalog,
                                                                                  "places": places, "language": language.current()}, summaries)
+    if store_limit and stale:
+        stored.prune(store_limit)
     # A failed campaign is never remembered as done (its key is None): every failure is one of this build's.
     answers |= {name: state["answers"][name] for name in names if name not in answers}
     failed = dict(sorted(failed.items()))

@@ -35,14 +35,17 @@ def build_stamp(latest: str | None) -> str:
 class Writer:
     """Write files under the output folder, leaving unchanged files untouched."""
 
-    def __init__(self, out: Path):
+    def __init__(self, out: Path, files: list | None = None):
         self.out, self.written, self.kept, self.folders, self.made = out, 0, 0, set(), []
+        self.files = files  # when a list: every (relative path, bytes) asked for is added to it, written or unchanged
 
     def write(self, relative: str, data: str | bytes) -> None:
         """Write DATA to RELATIVE under the output folder; a refused write is a one-line error that leaves nothing half-made."""
         # Plain os calls on strings: a full build writes 100,000 files and pathlib's overhead showed.
         path = f"{self.out}/{relative}"
         payload = data.encode("utf-8") if isinstance(data, str) else data
+        if self.files is not None:
+            self.files.append((relative, payload))
         exists = True
         try:
             with open(path, "rb") as existing:

@@ -17,7 +17,7 @@ from iteralab.decision.plan import span_range
 from iteralab.decision.report import Report, decide
 from iteralab.money.catalog import Catalog, gb_to_gib
 from iteralab.money.sizing import weights_bytes
-from iteralab.site import charts, workers
+from iteralab.site import charts, stored, workers
 from iteralab.site.bundle import campaign_bundle
 from iteralab.site.incremental import summary
 from iteralab.site.output import Writer
@@ -62,32 +62,48 @@ class Places:
 
 
 def render_part(name: str, part: RecordTable, notes: tuple, sheets: tuple, stamp: str,
-                present: frozenset) -> tuple[int, int, str, str | None, dict]:
+                present: frozenset, key: str | None = None) -> tuple[int, int, str, str | None, dict]:
     """Read one campaign's records from their files, then render it (in a worker, or here); also return its summary.
 
     PRESENT: the campaign's prediction files found in the runs folder. The records' problems (the whole folder's), the
-    catalog and the places come through ``workers.shared()``.
+    catalog and the places come through ``workers.shared()``. KEY: the campaign's entry in the machine's store of
+    rendered campaigns (None: not stored); an entry found there is written out instead of rendering the campaign.
     """
     common = workers.shared()
+    places = common["places"]
+    found = stored.load(key) if key else None
+    if found is not None:
+        files, result = found
+        writer = Writer(places.out)
+        _remove_legacy(writer, name)
+        for relative, data in files:
+            writer.write(relative, data)
+        return writer.written, writer.kept, result["answer"], None, result["summary"]
+    files: list[tuple[str, bytes]] | None = [] if key else None
     with language.speaking(common["language"]), processes.collector_paused():
-        return _render_part(common, part, notes, sheets, stamp, present)
+        written, kept, answer, failure, summary = _render_part(common, part, notes, sheets, stamp, present, files)
+    if key and failure is None:  # a failure is said again by the next build, never remembered
+        stored.save(key, files, {"answer": answer, "summary": summary})
+    return written, kept, answer, failure, summary
 
 
-def _render_part(common: dict, part: RecordTable, notes: tuple, sheets: tuple, stamp: str, present: frozenset) -> tuple:
+def _render_part(common: dict, part: RecordTable, notes: tuple, sheets: tuple, stamp: str, present: frozenset,
+                 files: list | None) -> tuple:
     loaded = Loaded(part.records(part.frame), part.places(part.frame), common["problems"])
     view = campaign_views(loaded, present=present)[0]
     job = CampaignJob(view, notes, sheets, stamp, common["catalog"], common["places"].alternates)
-    written, kept, answer, failure = render_campaign_job(job, common["places"])
+    written, kept, answer, failure = render_campaign_job(job, common["places"], files)
     # Kept in the build state as plain words of this language, so a later build shows them without deciding again.
     return written, kept, language.say(answer), failure, language.said(summary(view, sizing_rows([view])))
 
 
-def render_campaign_job(job: CampaignJob, places: Places) -> tuple[int, int, str, str | None]:
+def render_campaign_job(job: CampaignJob, places: Places, files: list | None = None) -> tuple[int, int, str, str | None]:
     """Decide the campaign, write its pages; return files written, files unchanged, the one-line answer and any failure.
 
     A campaign whose view, decision or pages fail gets a page saying why instead; a refused write stops the build.
+    FILES, when a list, gets every file written (relative path, bytes).
     """
-    writer = Writer(places.out)
+    writer = Writer(places.out, files)
     try:
         if job.view.failure:
             raise CampaignFailed(job.view.name, job.view.failure)
@@ -138,14 +154,19 @@ def _trials_page(writer: Writer, env, view: CampaignView, bundle_name: str, comm
     100,000 pages. Predictions stay in the evidence bundle, where each one's path and sha256 are named.
     """
     base = f"campaigns/{view.name}"
-    for legacy in ("trials", "predictions"):  # a page per trial and prediction copies, from builds before trials.html
-        shutil.rmtree(writer.out / base / legacy, ignore_errors=True)
+    _remove_legacy(writer, view.name)
     writer.write(f"{base}/trials.html", env.get_template("trials.html").render(
         root="../../", page=f"{base}/trials.html", view=view, bundle_name=bundle_name, trial_sections=trial_sections, trial_index=trial_index,
         **common))
     for manifest in view.manifests:
         writer.write(f"{base}/manifests/{manifest['record_id']}.json",
                      json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def _remove_legacy(writer: Writer, name: str) -> None:
+    """Remove a page per trial and the prediction copies that builds before trials.html wrote."""
+    for legacy in ("trials", "predictions"):
+        shutil.rmtree(writer.out / "campaigns" / name / legacy, ignore_errors=True)
 
 
 def sizing_rows(views: list[CampaignView]) -> list[dict]:

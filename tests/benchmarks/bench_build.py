@@ -7,8 +7,9 @@ fresh ids, its trials repeated with fresh ids up to TRIALS_PER_CAMPAIGN.
 Durations and accuracies are drawn per campaign, so every campaign has charts of its own (none cached),
 and every trial has its own prediction file of 100 entries, which the site copies and bundles.
 Reports seconds, trials per second, the no-change rebuild as a ratio of the full build, a second full build into an
-empty folder (the record cache and the compiled templates warm: there is no chart cache, charts are drawn each time),
-and a build after one more campaign is added. The record cache starts empty (in the temporary folder).
+empty folder with the machine's caches warm (the record cache, the compiled templates and the store of rendered
+campaigns), a third one with the campaign store turned off (every campaign rendered again from the warm record
+cache), and a build after one more campaign is added. Every cache starts empty (in the temporary folder).
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def main() -> None:
         campaigns, trials = map(int, size.split("x"))
         with tempfile.TemporaryDirectory() as folder:
             root = Path(folder)
-            os.environ["ITERALAB_CACHE_DIR"] = str(root / "cache")  # the record cache starts cold, the user's is left alone
+            os.environ["ITERALAB_CACHE_DIR"] = str(root / "cache")  # every cache starts cold, the user's are left alone
+            os.environ.pop("ITERALAB_CAMPAIGN_STORE_MB", None)
             add(options.real, root / "runs", campaigns, trials)
             start = time.perf_counter()
             first = build_site(runs=root / "runs", out=root / "site")
@@ -127,6 +129,11 @@ def main() -> None:
             start = time.perf_counter()
             build_site(runs=root / "runs", out=root / "fresh")
             warm = time.perf_counter() - start
+            os.environ["ITERALAB_CAMPAIGN_STORE_MB"] = "0"
+            start = time.perf_counter()
+            build_site(runs=root / "runs", out=root / "rendered")
+            rendered = time.perf_counter() - start
+            del os.environ["ITERALAB_CAMPAIGN_STORE_MB"]
             add(options.real, root / "runs", 1, trials, campaigns)  # one more campaign, as a new run adds it
             start = time.perf_counter()
             result = build_site(runs=root / "runs", out=root / "site")
@@ -138,8 +145,9 @@ def main() -> None:
         kind = f"real records from {options.real}" if options.real else "synthetic records"
         print(f"{kind}: {campaigns} campaigns x {trials} trials = {total} trials on {processes} process(es): "
               f"full build {full:.1f} s ({total / full:.0f} trials/s), no-change rebuild {again:.2f} s "
-              f"({again / full:.3f} of the full build), full build into an empty folder with the record cache warm "
-              f"{warm:.1f} s, one campaign appended {appended:.2f} s; peak RSS {peak:.0f} MiB"
+              f"({again / full:.3f} of the full build), full build into an empty folder with the caches warm "
+              f"{warm:.1f} s (with the campaign store off, every campaign rendered again: {rendered:.1f} s), "
+              f"one campaign appended {appended:.2f} s; peak RSS {peak:.0f} MiB"
               + (f" (largest worker {workers:.0f} MiB)" if processes > 1 else ""))
 
 

@@ -3,7 +3,8 @@
 Run: .venv/bin/python -m tests.benchmarks.bench_steps [--campaigns 20] [--trials 100]
 Writes synthetic campaigns (as bench_build does), builds two others to warm the imports and the compiled templates, then
 builds the campaigns into an empty folder on one process with each step timed: the trials page, the evidence bundle,
-the decision, each template, the trial table and CSV, the charts. Steps nest (a page's template inside its step), so
+the decision, each template, the trial table and CSV, the charts, storing the campaign in the machine's store of
+rendered campaigns (cold here: these campaigns were never built). Steps nest (a page's template inside its step), so
 they do not add up to the total; the total is the baseline each step is a share of.
 """
 
@@ -41,7 +42,7 @@ def main() -> None:
         os.environ["ITERALAB_CACHE_DIR"] = str(root / "cache")
         import jinja2
 
-        from iteralab.site import pages
+        from iteralab.site import pages, stored
         from iteralab.site.build import build_site
         from iteralab.store.reading import load_table
         from tests.benchmarks.bench_build import make_runs
@@ -56,6 +57,7 @@ def main() -> None:
         for name in ("campaign_bundle", "decide", "trial_table", "trials_csv", "_trials_page", "campaign_charts",
                      "decision_charts", "campaign_views"):
             _timed(pages, name, totals)
+        _timed(stored, "save", totals, "store the campaign (site/stored.py)")
         render = jinja2.Template.render
 
         def rendered(template, *args, **kwargs):

@@ -1,0 +1,155 @@
+"""The machine's store of rendered campaigns (issue #22): a build into an empty folder copies it, never trusting it blindly."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from iteralab.core.errors import UserError
+from iteralab.site import pages, stored
+from iteralab.site.build import build_site
+from iteralab.store import records
+from tests import factory, hostile
+from tests.test_cache import FIXTURE, tree
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1790000000")
+    monkeypatch.delenv(stored.LIMIT_SETTING, raising=False)
+    copy = tmp_path / "runs"
+    shutil.copytree(FIXTURE, copy)
+    for name in ("other", "third"):  # three campaigns in all, so that one can be told from the others
+        manifest = factory.manifest(name, f"run-{name}")
+        records.append(copy, manifest)
+        for repetition in (1, 2):
+            records.append(copy, factory.trial(manifest, "b1", seconds=1 + repetition / 10, repetition=repetition,
+                                               sequence=repetition))
+    return copy
+
+
+@pytest.fixture
+def rendered(monkeypatch):
+    """Name the campaigns rendered from their records (not copied from the store), in the order rendered."""
+    seen = []
+    original = pages.render_campaign_job
+    monkeypatch.setattr(pages, "render_campaign_job",
+                        lambda job, places, files=None: seen.append(job.view.name) or original(job, places, files))
+    return seen
+
+
+CAMPAIGNS = ["demo-rotten-tomatoes", "other", "third"]
+
+
+def entries(cache: Path) -> list[Path]:
+    return sorted((cache / "campaigns").glob("*/*.bin"))
+
+
+def test_a_build_into_an_empty_folder_copies_every_campaign_and_is_byte_identical(runs, rendered, tmp_path):
+    build_site(runs=runs, out=tmp_path / "first", languages=("en", "id"))
+    assert sorted(rendered) == sorted(CAMPAIGNS * 2)  # each campaign in each language
+    assert len(entries(tmp_path / "cache")) == 6
+    rendered.clear()
+    build_site(runs=runs, out=tmp_path / "second", languages=("en", "id"))
+    assert rendered == []  # every campaign copied from the store
+    first = tree(tmp_path / "first")
+    assert len(first) > 40 and tree(tmp_path / "second") == first
+
+
+def _truncate(blob: bytes) -> bytes:
+    return blob[: len(blob) // 2]
+
+
+def _flip(blob: bytes) -> bytes:
+    """Flip a bit inside the evidence bundle, stored as it is: only the entry's sha256 can tell."""
+    end = blob.index(b"\n", len(stored.MAGIC))
+    at = end + 1
+    for relative, size, _ in orjson.loads(blob[len(stored.MAGIC):end])["files"]:
+        if relative.endswith(".zip"):
+            middle = at + size // 2
+            return blob[:middle] + bytes([blob[middle] ^ 0x01]) + blob[middle + 1:]
+        at += size
+    raise AssertionError("no bundle in the entry")
+
+
+def _other_format(blob: bytes) -> bytes:
+    end = blob.index(b"\n", len(stored.MAGIC))
+    header = orjson.loads(blob[len(stored.MAGIC):end])
+    return stored.MAGIC + orjson.dumps({**header, "format": stored.FORMAT + 1}) + blob[end:]
+
+
+def _other_key(blob: bytes) -> bytes:
+    """An entry copied under another campaign's name: its header names the key it was made for."""
+    end = blob.index(b"\n", len(stored.MAGIC))
+    header = orjson.loads(blob[len(stored.MAGIC):end])
+    return stored.MAGIC + orjson.dumps({**header, "key": "0" * 64}) + blob[end:]
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip, _other_format, _other_key, lambda blob: b""],
+                         ids=["truncated", "bit-flip", "other-format", "other-key", "emptied"])
+def test_a_damaged_entry_is_detected_rendered_again_and_stored_anew(runs, rendered, tmp_path, damage):
+    build_site(runs=runs, out=tmp_path / "first")
+    for entry in entries(tmp_path / "cache"):
+        entry.write_bytes(damage(entry.read_bytes()))
+    rendered.clear()
+    build_site(runs=runs, out=tmp_path / "second")
+    assert sorted(rendered) == CAMPAIGNS  # none of the damaged entries was used
+    assert tree(tmp_path / "second") == tree(tmp_path / "first")
+    assert all(stored.load(entry.stem) is not None for entry in entries(tmp_path / "cache"))  # stored anew
+    rendered.clear()
+    build_site(runs=runs, out=tmp_path / "third")
+    assert rendered == []
+
+
+def test_a_changed_campaign_or_another_runs_folder_is_rendered_not_copied(runs, rendered, tmp_path):
+    build_site(runs=runs, out=tmp_path / "first")
+    manifest = factory.manifest("other", "run-other-2")
+    records.append(runs, manifest)
+    records.append(runs, factory.trial(manifest, "b1", seconds=1.5))
+    rendered.clear()
+    build_site(runs=runs, out=tmp_path / "second")
+    assert rendered == ["other"]  # only the campaign whose records changed
+    # A copy of the runs folder elsewhere may hold other corpus copies or receipts than the bundle's: not served.
+    moved = tmp_path / "moved"
+    shutil.copytree(runs, moved)
+    rendered.clear()
+    build_site(runs=moved, out=tmp_path / "third")
+    assert sorted(rendered) == CAMPAIGNS
+
+
+def test_a_failed_campaign_is_never_stored(runs, rendered, tmp_path, monkeypatch):
+    with monkeypatch.context() as patch:
+        patch.setattr(pages, "campaign_charts", hostile.charts_failing_for("other"))
+        assert build_site(runs=runs, out=tmp_path / "first")["failed"].keys() == {"other"}
+    assert len(entries(tmp_path / "cache")) == 2
+    rendered.clear()
+    result = build_site(runs=runs, out=tmp_path / "second")
+    assert rendered == ["other"] and result["failed"] == {}  # rendered, and it succeeds now
+    assert "not built" not in (tmp_path / "second" / "campaigns" / "other" / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_store_can_be_turned_off_and_a_bad_limit_is_a_clear_error(runs, rendered, tmp_path, monkeypatch):
+    monkeypatch.setenv(stored.LIMIT_SETTING, "0")
+    build_site(runs=runs, out=tmp_path / "first")
+    assert entries(tmp_path / "cache") == []
+    monkeypatch.setenv(stored.LIMIT_SETTING, "two gigabytes")
+    with pytest.raises(UserError, match=f"{stored.LIMIT_SETTING}='two gigabytes' is not a whole number of megabytes"):
+        build_site(runs=runs, out=tmp_path / "second")
+    assert not (tmp_path / "second").exists()
+
+
+def test_the_least_recently_used_entries_go_first_when_the_store_outgrows_its_limit(runs, tmp_path):
+    build_site(runs=runs, out=tmp_path / "first")
+    found = entries(tmp_path / "cache")
+    for age, entry in enumerate(found):  # the first listed is the oldest
+        os.utime(entry, ns=(10**18 + age, 10**18 + age))
+    sizes = [entry.stat().st_size for entry in found]
+    stored.prune(sum(sizes) - 1)
+    assert entries(tmp_path / "cache") == found[1:]
+    stored.prune(0)
+    assert entries(tmp_path / "cache") == []
