@@ -153,3 +153,36 @@ def test_the_least_recently_used_entries_go_first_when_the_store_outgrows_its_li
     assert entries(tmp_path / "cache") == found[1:]
     stored.prune(0)
     assert entries(tmp_path / "cache") == []
+
+
+NOTE = """---
+campaign: other
+decision: Rent one card
+selected_variant: b1
+workload_covered: 1,000 reviews
+date: 2026-10-01
+author: Publishing team
+title: Why b1
+---
+The reasons.
+<!-- an aside the page never shows -->
+"""
+
+
+def test_a_note_changed_only_in_an_aside_is_copied_anew_into_the_bundle(runs, rendered, tmp_path):
+    """Regression for #22: the bundle copies a note's file whole, so an aside the page never shows is evidence too."""
+    import io
+    import zipfile
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "why.md").write_text(NOTE, encoding="utf-8")
+    build_site(runs=runs, out=tmp_path / "site", notes=notes)
+    (notes / "why.md").write_text(NOTE.replace("an aside", "a corrected aside"), encoding="utf-8")
+    rendered.clear()
+    for out in (tmp_path / "site", tmp_path / "empty"):  # rebuilt in place, and into an empty folder from the store
+        build_site(runs=runs, out=out, notes=notes)
+        bundle = (out / "campaigns" / "other" / "evidence-other.zip").read_bytes()
+        with zipfile.ZipFile(io.BytesIO(bundle)) as archive:
+            assert b"a corrected aside" in archive.read("other-evidence/data/notes/why.md")
+    assert rendered == ["other"]  # rendered once, then copied from the store

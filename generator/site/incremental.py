@@ -74,7 +74,9 @@ def campaign_keys(table: RecordTable, positions: dict, shared: str, problems: li
         digest = hashlib.sha256(f"{shared}\0{records[name]}".encode())
         digest.update(json.dumps(own[name]).encode("utf-8", "surrogateescape"))
         digest.update("\0".join(sorted(present[name])).encode("utf-8", "surrogateescape"))  # names hold no NUL
-        digest.update(json.dumps([(n.slug, n.meta, n.html) for n in notes.get(name, ())], sort_keys=True).encode())
+        # A note's file is copied whole into the bundle: a change to an aside the page never shows renders it again.
+        digest.update(json.dumps([(n.slug, n.source, n.sha256, n.meta, n.html) for n in notes.get(name, ())],
+                                 sort_keys=True).encode())
         # A sheet's outcome shows on the campaign and qualification pages: a changed sheet renders them again.
         digest.update(repr([(s.source, s.outcome, s.criteria, s.total, s.configuration) for s in sheets.get(name, ())]).encode())
         keys[name] = digest.hexdigest() + stamps[name]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ class Note:
     source: str
     meta: dict
     html: str
+    sha256: str = ""  # of the file as written: the bundle copies it whole, asides included
 
 
 def _front_matter(text: str, source: str) -> tuple[dict, str]:
@@ -82,7 +84,7 @@ def load_notes(folder: Path | None) -> list[Note]:
         safe = COMMENT.sub("", body).replace("<", "&lt;")
         html = sanitise(markdown.markdown(safe, extensions=["tables", "fenced_code"], output_format="html"))
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).strip("-") or "note"
-        notes.append(Note(slug, path.name, meta, html))
+        notes.append(Note(slug, path.name, meta, html, hashlib.sha256(path.read_bytes()).hexdigest()))
     return notes
 
 
