@@ -186,3 +186,22 @@ def test_a_note_changed_only_in_an_aside_is_copied_anew_into_the_bundle(runs, re
         with zipfile.ZipFile(io.BytesIO(bundle)) as archive:
             assert b"a corrected aside" in archive.read("other-evidence/data/notes/why.md")
     assert rendered == ["other"]  # rendered once, then copied from the store
+
+
+def test_a_receipt_replaced_in_the_runs_folder_is_copied_anew_into_the_bundle(runs, rendered, tmp_path):
+    """Regression for #22: the bundle copies a campaign's receipts, corpus copies and documents whole; their names, sizes
+    and times are part of its key, in place and in the store."""
+    import io
+    import zipfile
+
+    build_site(runs=runs, out=tmp_path / "site")
+    (receipt,) = (runs / "demo-rotten-tomatoes" / "receipts").rglob("*.pdf")
+    receipt.write_bytes(b"%PDF-1.4 a rescanned receipt\n")
+    rendered.clear()
+    for out in (tmp_path / "site", tmp_path / "empty"):
+        build_site(runs=runs, out=out)
+        bundle = (out / "campaigns" / "demo-rotten-tomatoes" / "evidence-demo-rotten-tomatoes.zip").read_bytes()
+        with zipfile.ZipFile(io.BytesIO(bundle)) as archive:
+            (name,) = [n for n in archive.namelist() if n.endswith("/receipt.pdf")]
+            assert archive.read(name) == b"%PDF-1.4 a rescanned receipt\n"
+    assert rendered == ["demo-rotten-tomatoes"]

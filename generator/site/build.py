@@ -164,7 +164,8 @@ def _plan(table, runs_files: list, sheets_dir: Path, price_catalog, all_notes: l
     newest = incremental.newest_records(table, positions)
     stamps = {name: build_stamp(newest[name]) for name in names}
     present = incremental.present_predictions(table, positions, {relative for relative, _ in runs_files})
-    keys = incremental.campaign_keys(table, positions, shared_key(price_catalog, alternates), problems, present, notes, sheets, stamps)
+    keys = incremental.campaign_keys(table, positions, shared_key(price_catalog, alternates), problems, present, notes, sheets, stamps,
+                                     incremental.other_files(runs_files))
     return {"names": names, "positions": positions, "problems": problems, "sheet_problems": sheet_problems, "notes": notes,
             "sheets": sheets, "newest": newest, "stamps": stamps, "present": present, "keys": keys}
 

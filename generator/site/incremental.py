@@ -1,7 +1,8 @@
 """Work out, from the record table alone, what each campaign's pages are made from, so that only changed ones are rendered.
 
 A campaign's key hashes its records' places (each file by name and the sha256 of its complete lines, and where each
-record lies in it), the problems its folder has, its missing prediction files, its notes and sheets and its stamp. None
+record lies in it), the problems its folder has, its missing prediction files, the other files of its folder that its
+bundle copies (by name, size and times), its notes and sheets and its stamp. None
 of this needs a nested record: an unchanged campaign's records are never read, and what the shared pages need of it
 (its row on the index, its sizing rows, its variants) comes from its summary, kept in the build state.
 """
@@ -64,14 +65,27 @@ def present_predictions(table: RecordTable, positions: dict[str, np.ndarray], pr
     return found
 
 
+def other_files(runs_files: list) -> dict[str, str]:
+    """Hash, per campaign folder, the files its bundle may copy besides records and predictions (corpus copies, receipts,
+    documents): their names, sizes and times, as the no-change check reads them (RUNS_FILES: the runs folder's listing)."""
+    found: dict[str, list[str]] = {}
+    for relative, entry in runs_files:
+        campaign, _, rest = relative.partition("/")
+        if not rest or rest.partition("/")[0] in ("records", "predictions"):
+            continue
+        info = entry.stat()  # kept by the listing's entry: the no-change check asked for it already
+        found.setdefault(campaign, []).append(f"{relative}\0{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}")
+    return {name: hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest() for name, lines in found.items()}
+
+
 def campaign_keys(table: RecordTable, positions: dict, shared: str, problems: list[str], present: dict, notes: dict,
-                  sheets: dict, stamps: dict) -> dict[str, str]:
-    """Hash, per campaign, everything its pages are made from (see the module's docstring)."""
+                  sheets: dict, stamps: dict, others: dict | None = None) -> dict[str, str]:
+    """Hash, per campaign, everything its pages are made from (see the module's docstring); OTHERS: other_files()."""
     records = records_keys(table, positions)
     own = problems_by_campaign(problems, positions)
     keys = {}
     for name in positions:
-        digest = hashlib.sha256(f"{shared}\0{records[name]}".encode())
+        digest = hashlib.sha256(f"{shared}\0{records[name]}\0{(others or {}).get(name, '')}".encode())
         digest.update(json.dumps(own[name]).encode("utf-8", "surrogateescape"))
         digest.update("\0".join(sorted(present[name])).encode("utf-8", "surrogateescape"))  # names hold no NUL
         # A note's file is copied whole into the bundle: a change to an aside the page never shows renders it again.
