@@ -205,3 +205,25 @@ def test_a_receipt_replaced_in_the_runs_folder_is_copied_anew_into_the_bundle(ru
             (name,) = [n for n in archive.namelist() if n.endswith("/receipt.pdf")]
             assert archive.read(name) == b"%PDF-1.4 a rescanned receipt\n"
     assert rendered == ["demo-rotten-tomatoes"]
+
+
+def test_the_other_files_of_a_campaign_folder_are_all_but_its_records_and_predictions(tmp_path):
+    """Regression for #22: the listing's records and predictions are stepped over, not one file more or less."""
+    from iteralab.site import incremental
+    from iteralab.site.output import list_files
+
+    for relative in ("a/records/run.jsonl", "a/predictions/t1.csv", "a/predictions/t2.csv", "a/records0",
+                     "a/inputs/records/copy.csv", "a/receipts/x/receipt.pdf", "b/predictions/t.csv", "b/records/r.jsonl",
+                     "c/predictions-old/t.csv", "top.txt"):
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(relative, encoding="utf-8")
+    listing = list_files(tmp_path)
+    keys = incremental.other_files(listing)
+    assert sorted(keys) == ["a", "c"]  # b has only records and predictions; top.txt is in no campaign's folder
+    (tmp_path / "a" / "inputs" / "records" / "copy.csv").write_text("changed, longer", encoding="utf-8")
+    changed = incremental.other_files(list_files(tmp_path))
+    assert changed["a"] != keys["a"] and changed["c"] == keys["c"]
+    # Records and predictions have keys of their own (their content hashes, their names): not counted again here.
+    (tmp_path / "a" / "predictions" / "t1.csv").write_text("changed, longer", encoding="utf-8")
+    (tmp_path / "b" / "records" / "r.jsonl").write_text("changed, longer", encoding="utf-8")
+    assert incremental.other_files(list_files(tmp_path)) == changed
