@@ -19,6 +19,9 @@ def pytest_configure(config):
     import tempfile
 
     os.environ.setdefault("ITERALAB_CACHE_DIR", tempfile.mkdtemp(prefix="iteralab-test-cache-"))
+    # A test that builds twice and compares must render twice: a copy from the store of rendered campaigns would make
+    # "the same bytes" true by construction. The store's own tests (test_stored.py, and two builds at once) turn it on.
+    os.environ["ITERALAB_CAMPAIGN_STORE_MB"] = "0"
 
 
 @pytest.fixture

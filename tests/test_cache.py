@@ -125,8 +125,9 @@ def test_the_site_is_byte_identical_with_a_warm_cache_a_cold_one_and_a_damaged_o
     assert tree(tmp_path / "warm" / "site") == cold == tree(tmp_path / "damaged" / "site")
 
 
-def test_two_builds_at_once_leave_a_sound_cache_and_the_same_site(runs, tmp_path):
+def test_two_builds_at_once_leave_a_sound_cache_and_the_same_site(runs, tmp_path, monkeypatch):
     """Both start cold and write every cache file at the same time; neither sees a half-written one."""
+    monkeypatch.setenv(stored.LIMIT_SETTING, str(stored.DEFAULT_LIMIT_MB))  # the campaign store too (#22)
     command = [sys.executable, "-m", "iteralab", "build", "--runs", str(runs), "--out"]
     both = [subprocess.Popen([*command, str(tmp_path / name / "site")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for name in ("first", "second")]

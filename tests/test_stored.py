@@ -11,7 +11,7 @@ import pytest
 
 from iteralab.core.errors import UserError
 from iteralab.site import pages, stored
-from iteralab.site.build import build_site
+from iteralab.site.build import build_site, describe_build
 from iteralab.store import records
 from tests import factory, hostile
 from tests.test_cache import FIXTURE, tree
@@ -55,8 +55,10 @@ def test_a_build_into_an_empty_folder_copies_every_campaign_and_is_byte_identica
     assert sorted(rendered) == sorted(CAMPAIGNS * 2)  # each campaign in each language
     assert len(entries(tmp_path / "cache")) == 6
     rendered.clear()
-    build_site(runs=runs, out=tmp_path / "second", languages=("en", "id"))
-    assert rendered == []  # every campaign copied from the store
+    result = build_site(runs=runs, out=tmp_path / "second", languages=("en", "id"))
+    assert rendered == []  # every campaign copied from the store, and the build says so
+    assert "re-rendered: demo-rotten-tomatoes, other, third (3 copied from this machine's store of rendered campaigns)" \
+        in describe_build(result)
     first = tree(tmp_path / "first")
     assert len(first) > 40 and tree(tmp_path / "second") == first
 

@@ -104,7 +104,7 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
     runs_files = inputs.files
     digest = inputs_digest(runs_files, places.notes, sheets_dir, places.catalog, alternates)
     if state.get("inputs") == digest and (out / "index.html").is_file():
-        return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "processes": 1,
+        return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "copied": 0, "processes": 1,
                 "written": 0, "unchanged": 0, "problems": state.get("problems", []), "failed": state.get("failed", {})}
     # The record table (columns only, one for every language), then keys per campaign; only changed campaigns' records
     # are read whole.
@@ -145,7 +145,7 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
     state = {"format": incremental.STATE_FORMAT, "inputs": digest, "campaigns": keys, "summaries": summaries,
              "answers": {name: answers[name] for name in names}, "problems": problems, "failed": failed}
     writer.write(STATE_FILE, orjson.dumps(state, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE))
-    return {"index": out / "index.html", "campaigns": len(names), "rendered": stale, "processes": count,
+    return {"index": out / "index.html", "campaigns": len(names), "rendered": stale, "copied": writer.copied, "processes": count,
             "written": writer.written, "unchanged": writer.kept, "problems": problems, "failed": failed}
 
 
@@ -186,9 +186,10 @@ def _render_campaigns(tasks: list[tuple], places: Places, processes: int | None,
     count = workers.choose_workers(processes, sum(len(task[1].frame) for task in tasks), len(tasks))
     results = workers.run(render_part, tasks, count, common)
     answers, failed = {}, {}
-    for task, (written, kept, answer, failure, summary) in zip(tasks, results, strict=True):
+    for task, (written, kept, answer, failure, summary, copied) in zip(tasks, results, strict=True):
         writer.written += written
         writer.kept += kept
+        writer.copied += copied
         answers[task[0]], summaries[task[0]] = answer, summary
         if failure:
             failed[task[0]] = failure
@@ -222,7 +223,10 @@ def describe_build(result: dict) -> str:
     rendered = result["rendered"]
     named = ", ".join(rendered[:10]) + (f" and {len(rendered) - 10} more" if len(rendered) > 10 else "")
     on = f" on {result['processes']} processes" if result["processes"] > 1 else ""
-    lines = [f"{result['campaigns']} campaign(s); re-rendered: {named or 'none (unchanged)'}{on}; "
+    copied = result.get("copied", 0)
+    # Said, so that nobody wonders whether a fast build looked at the records: a copy is of the same inputs' pages.
+    store = f" ({copied} copied from this machine's store of rendered campaigns)" if copied else ""
+    lines = [f"{result['campaigns']} campaign(s); re-rendered: {named or 'none (unchanged)'}{store}{on}; "
              f"{result['written']} file(s) written, {result['unchanged']} unchanged"]
     lines += [f"campaign {name} was not built: {reason} (its page says so; run iteralab check)"
               for name, reason in result["failed"].items()]

@@ -37,6 +37,7 @@ class Writer:
 
     def __init__(self, out: Path, files: list | None = None):
         self.out, self.written, self.kept, self.folders, self.made = out, 0, 0, set(), []
+        self.copied = 0  # campaigns written from the machine's store of rendered campaigns
         self.files = files  # when a list: every (relative path, bytes) asked for is added to it, written or unchanged
 
     def write(self, relative: str, data: str | bytes) -> None:

@@ -62,12 +62,13 @@ class Places:
 
 
 def render_part(name: str, part: RecordTable, notes: tuple, sheets: tuple, stamp: str,
-                present: frozenset, key: str | None = None) -> tuple[int, int, str, str | None, dict]:
+                present: frozenset, key: str | None = None) -> tuple[int, int, str, str | None, dict, bool]:
     """Read one campaign's records from their files, then render it (in a worker, or here); also return its summary.
 
     PRESENT: the campaign's prediction files found in the runs folder. The records' problems (the whole folder's), the
     catalog and the places come through ``workers.shared()``. KEY: the campaign's entry in the machine's store of
-    rendered campaigns (None: not stored); an entry found there is written out instead of rendering the campaign.
+    rendered campaigns (None: not stored); an entry found there is written out instead of rendering the campaign (the
+    last value returned says so).
     """
     common = workers.shared()
     places = common["places"]
@@ -78,13 +79,13 @@ def render_part(name: str, part: RecordTable, notes: tuple, sheets: tuple, stamp
         _remove_legacy(writer, name)
         for relative, data in files:
             writer.write(relative, data)
-        return writer.written, writer.kept, result["answer"], None, result["summary"]
+        return writer.written, writer.kept, result["answer"], None, result["summary"], True
     files: list[tuple[str, bytes]] | None = [] if key else None
     with language.speaking(common["language"]), processes.collector_paused():
         written, kept, answer, failure, summary = _render_part(common, part, notes, sheets, stamp, present, files)
     if key and failure is None:  # a failure is said again by the next build, never remembered
         stored.save(key, files, {"answer": answer, "summary": summary})
-    return written, kept, answer, failure, summary
+    return written, kept, answer, failure, summary, False
 
 
 def _render_part(common: dict, part: RecordTable, notes: tuple, sheets: tuple, stamp: str, present: frozenset,
