@@ -56,8 +56,9 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
                                             catalog=catalog, sheets=sheets, processes=processes,
                                             alternates=others)
     result = dict(results[codes[0]])
-    result["languages"] = {code: {"index": found["index"], "rendered": found["rendered"], "written": found["written"],
-                                  "unchanged": found["unchanged"]} for code, found in results.items()}
+    result["languages"] = {code: {"index": found["index"], "rendered": found["rendered"], "copied": found["copied"],
+                                  "written": found["written"], "unchanged": found["unchanged"]}
+                           for code, found in results.items()}
     return result
 
 
@@ -223,9 +224,8 @@ def describe_build(result: dict) -> str:
     rendered = result["rendered"]
     named = ", ".join(rendered[:10]) + (f" and {len(rendered) - 10} more" if len(rendered) > 10 else "")
     on = f" on {result['processes']} processes" if result["processes"] > 1 else ""
-    copied = result.get("copied", 0)
     # Said, so that nobody wonders whether a fast build looked at the records: a copy is of the same inputs' pages.
-    store = f" ({copied} copied from this machine's store of rendered campaigns)" if copied else ""
+    store = _copied(result.get("copied", 0))
     lines = [f"{result['campaigns']} campaign(s); re-rendered: {named or 'none (unchanged)'}{store}{on}; "
              f"{result['written']} file(s) written, {result['unchanged']} unchanged"]
     lines += [f"campaign {name} was not built: {reason} (its page says so; run iteralab check)"
@@ -234,7 +234,11 @@ def describe_build(result: dict) -> str:
         lines.append(f"{len(result['problems'])} problem(s) in the records and notes are listed on the index page "
                      "(iteralab check shows the records' ones)")
     for code, found in list(result.get("languages", {}).items())[1:]:
-        lines.append(f"{language.LANGUAGES[code]}: {found['written']} file(s) written, {found['unchanged']} unchanged; "
-                     f"{found['index'].resolve()}")
+        lines.append(f"{language.LANGUAGES[code]}: {found['written']} file(s) written, {found['unchanged']} unchanged"
+                     f"{_copied(found.get('copied', 0))}; {found['index'].resolve()}")
     lines.append(f"Site: {result['index'].resolve()}")
     return "\n".join(lines)
+
+
+def _copied(count: int) -> str:
+    return f" ({count} copied from this machine's store of rendered campaigns)" if count else ""
