@@ -230,3 +230,13 @@ def test_the_other_files_of_a_campaign_folder_are_all_but_its_records_and_predic
     (tmp_path / "a" / "predictions" / "t1.csv").write_text("changed, longer", encoding="utf-8")
     (tmp_path / "b" / "records" / "r.jsonl").write_text("changed, longer", encoding="utf-8")
     assert incremental.other_files(list_files(tmp_path)) == changed
+
+
+def test_a_pyarrow_without_zstd_stores_nothing_and_builds_as_usual(runs, rendered, tmp_path, monkeypatch):
+    def no_zstd():
+        raise ValueError("Unsupported compression type: zstd")
+
+    monkeypatch.setattr(stored, "_codec", no_zstd)
+    build_site(runs=runs, out=tmp_path / "first")
+    assert entries(tmp_path / "cache") == [] and sorted(rendered) == CAMPAIGNS
+    assert (tmp_path / "first" / "campaigns" / "other" / "index.html").is_file()

@@ -96,7 +96,13 @@ def load(key: str) -> tuple[list[tuple[str, bytes]], dict] | None:
 
 def save(key: str, files: list[tuple[str, bytes]], result: dict) -> None:
     """Store FILES (relative path, bytes) and RESULT under KEY; a store that cannot be written only costs rendering again."""
-    codec, parts, listed = _codec(), [], []
+    import pyarrow as pa
+
+    try:
+        codec = _codec()
+    except (ValueError, pa.ArrowException):  # a pyarrow built without zstd: nothing is stored, every build renders
+        return
+    parts, listed = [], []
     for relative, data in files:
         if relative.endswith(".zip"):  # a bundle is compressed already
             parts.append(data)
