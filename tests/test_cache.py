@@ -73,8 +73,13 @@ def _other_version(blob: bytes) -> bytes:
     return columns.MAGIC + json.dumps({**header, "format": columns.FORMAT + 1}).encode() + blob[end:]
 
 
-@pytest.mark.parametrize("damage", [_truncate, _flip, _other_version, lambda blob: b""], ids=["truncated", "bit-flip",
-                                                                                            "other-version", "emptied"])
+def _not_an_object(blob: bytes) -> bytes:
+    end = blob.index(b"\n", len(columns.MAGIC))
+    return columns.MAGIC + b"[1, 2]" + blob[end:]
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip, _other_version, _not_an_object, lambda blob: b""],
+                         ids=["truncated", "bit-flip", "other-version", "header-not-an-object", "emptied"])
 def test_a_damaged_cache_file_is_detected_and_rebuilt_from_the_records(runs, checked, damage):
     cold = everything(runs)
     caches = sorted((runs.parent / "cache" / "columns").glob("*.arrow"))

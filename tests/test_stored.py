@@ -93,8 +93,13 @@ def _other_key(blob: bytes) -> bytes:
     return stored.MAGIC + orjson.dumps({**header, "key": "0" * 64}) + blob[end:]
 
 
-@pytest.mark.parametrize("damage", [_truncate, _flip, _other_format, _other_key, lambda blob: b""],
-                         ids=["truncated", "bit-flip", "other-format", "other-key", "emptied"])
+def _not_an_object(blob: bytes) -> bytes:
+    end = blob.index(b"\n", len(stored.MAGIC))
+    return stored.MAGIC + b"[1, 2]" + blob[end:]
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip, _other_format, _other_key, _not_an_object, lambda blob: b""],
+                         ids=["truncated", "bit-flip", "other-format", "other-key", "header-not-an-object", "emptied"])
 def test_a_damaged_entry_is_detected_rendered_again_and_stored_anew(runs, rendered, tmp_path, damage):
     build_site(runs=runs, out=tmp_path / "first")
     for entry in entries(tmp_path / "cache"):

@@ -2,8 +2,8 @@
 
 An entry holds every file a campaign's rendering wrote (its pages, trials.csv, manifests and evidence bundle) and what
 the build state keeps of it (its answer and summary). Its key hashes the campaign's key, which covers everything the
-pages are made from (see incremental.py: the records, problems, prediction files, notes, sheets and stamp, with the
-code's version, the templates, the catalog and the language), and the runs and notes folders the bundle copies files
+pages are made from (see incremental.py: the records, problems, prediction files, the folder's other files, notes,
+sheets and stamp, with the code's version, the templates, the catalog and the language), and the runs and notes folders the bundle copies files
 from. An entry is checked against its own sha256 when read: one cut short, flipped, of another format or unreadable
 is ignored, and the campaign is rendered again and stored anew. Entries are written whole under a name of their own,
 so two builds at once never leave a mix. The least recently used go when the store outgrows its limit.
@@ -90,8 +90,8 @@ def load(key: str) -> tuple[list[tuple[str, bytes]], dict] | None:
         with contextlib.suppress(OSError):
             os.utime(path)  # used now: the last to go when the store is pruned
         return files, header["result"]
-    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
-        return None  # unreadable, cut short or of another layout: rendered again
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, pa.ArrowException):
+        return None  # unreadable, cut short or of another layout (a header that is no JSON object): rendered again
 
 
 def save(key: str, files: list[tuple[str, bytes]], result: dict) -> None:

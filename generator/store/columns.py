@@ -94,8 +94,8 @@ def read_cache(path: Path) -> Cached | None:
         if not table.schema.equals(schema()):
             return None
         return Cached(header, table)
-    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
-        return None  # unreadable, cut short or of another layout: rebuilt from the records
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, pa.ArrowException):
+        return None  # unreadable, cut short or of another layout (a header that is no JSON object): rebuilt from the records
 
 
 def write_cache(path: Path, sha256: str, size: int, lines: int, problems: list[tuple[int, str]], table: pa.Table) -> None:
