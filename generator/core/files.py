@@ -1,9 +1,10 @@
-"""Files written whole or not at all, file hashes, and iteralab's cache folder."""
+"""Files written whole or not at all, sealed cache files, file hashes, and iteralab's cache folder."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -53,6 +54,38 @@ def write_atomically(target: Path | str, data: bytes | str) -> None:
     payload = data.encode("utf-8") if isinstance(data, str) else data
     with replacing(target) as temporary, open(temporary, "wb") as handle:
         handle.write(payload)
+
+
+def write_sealed(target: Path | str, magic: bytes, header: dict, body: bytes, checksum: str) -> None:
+    """Write MAGIC, HEADER as one JSON line (with the sha256 of BODY under CHECKSUM), then BODY, whole or not at all.
+
+    The caches' format: read back by read_sealed, which tells one cut short, flipped or of another kind. Written whole
+    under a name of its own, so two writers at once each leave a complete file, never a mix.
+    """
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    sealed = {**header, checksum: hashlib.sha256(body).hexdigest()}
+    write_atomically(target, magic + json.dumps(sealed).encode() + b"\n" + body)
+
+
+def read_sealed(path: Path | str, magic: bytes, checksum: str) -> tuple[dict, memoryview] | None:
+    """Return the header and body write_sealed wrote to PATH, or None when they cannot be trusted as written.
+
+    None for a file missing or unreadable, of another kind (not MAGIC), whose header is no JSON object, or whose body
+    is not the one the header's sha256 (under CHECKSUM) names: cut short, flipped or rewritten.
+    """
+    try:
+        with open(path, "rb") as handle:
+            blob = handle.read()
+        if not blob.startswith(magic):
+            return None
+        end = blob.index(b"\n", len(magic))
+        header = json.loads(blob[len(magic):end])
+    except (OSError, ValueError):
+        return None
+    body = memoryview(blob)[end + 1:]
+    if not isinstance(header, dict) or hashlib.sha256(body).hexdigest() != header.get(checksum):
+        return None
+    return header, body
 
 
 def copy_atomically(source: Path | str, target: Path | str) -> None:

@@ -16,10 +16,8 @@ import hashlib
 import os
 from pathlib import Path
 
-import orjson
-
 from iteralab.core.errors import UserError
-from iteralab.core.files import cache_root, write_atomically
+from iteralab.core.files import cache_root, read_sealed, write_sealed
 
 FORMAT = 1  # of an entry; another format is ignored (rendered again)
 MAGIC = b"iteralab-campaign\n"
@@ -69,15 +67,12 @@ def load(key: str) -> tuple[list[tuple[str, bytes]], dict] | None:
     import pyarrow as pa
 
     path = _path(key)
+    sealed = read_sealed(path, MAGIC, "body")
+    if sealed is None:
+        return None
+    header, body = sealed
     try:
-        with open(path, "rb") as handle:
-            blob = handle.read()
-        if not blob.startswith(MAGIC):
-            return None
-        end = blob.index(b"\n", len(MAGIC))
-        header = orjson.loads(blob[len(MAGIC):end])
-        body = memoryview(blob)[end + 1:]
-        if header.get("format") != FORMAT or header.get("key") != key or hashlib.sha256(body).hexdigest() != header.get("body"):
+        if header.get("format") != FORMAT or header.get("key") != key:
             return None
         codec, files, at = _codec(), [], 0
         for relative, size, unpacked in header["files"]:
@@ -90,8 +85,8 @@ def load(key: str) -> tuple[list[tuple[str, bytes]], dict] | None:
         with contextlib.suppress(OSError):
             os.utime(path)  # used now: the last to go when the store is pruned
         return files, header["result"]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, pa.ArrowException):
-        return None  # unreadable, cut short or of another layout (a header that is no JSON object): rendered again
+    except (ValueError, KeyError, TypeError, pa.ArrowException):
+        return None  # of another layout: rendered again
 
 
 def save(key: str, files: list[tuple[str, bytes]], result: dict) -> None:
@@ -111,18 +106,10 @@ def save(key: str, files: list[tuple[str, bytes]], result: dict) -> None:
             part = codec.compress(data, asbytes=True)
             parts.append(part)
             listed.append((relative, len(part), len(data)))
-    body = b"".join(parts)
-    try:
-        header = orjson.dumps({"format": FORMAT, "key": key, "files": listed, "result": result,
-                               "body": hashlib.sha256(body).hexdigest()})
-    except TypeError:  # a name or word that JSON cannot hold (a lone surrogate): this campaign is rendered each time
-        return
-    path = _path(key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, MAGIC + header + b"\n" + body)
-    except OSError:
-        pass
+    # A full disk, or a value JSON cannot hold, only means this campaign is rendered again next time.
+    with contextlib.suppress(OSError, TypeError):
+        write_sealed(_path(key), MAGIC, {"format": FORMAT, "key": key, "files": listed, "result": result}, b"".join(parts),
+                     "body")
 
 
 def prune(limit: int) -> None:

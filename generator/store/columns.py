@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from iteralab.core.errors import UserError
-from iteralab.core.files import cache_root, write_atomically
+from iteralab.core.files import cache_root, read_sealed, write_sealed
 from iteralab.store import records
 from iteralab.store.records import KINDS
 
@@ -79,23 +79,19 @@ def read_cache(path: Path) -> Cached | None:
     """Return the cache of records file PATH, or None when there is none that can be trusted as written."""
     import pyarrow as pa
 
+    sealed = read_sealed(_cache_file(path), MAGIC, "payload")
+    if sealed is None:
+        return None
+    header, payload = sealed
     try:
-        with open(_cache_file(path), "rb") as handle:
-            blob = handle.read()
-        if not blob.startswith(MAGIC):
-            return None
-        end = blob.index(b"\n", len(MAGIC))
-        header = json.loads(blob[len(MAGIC):end])
-        payload = memoryview(blob)[end + 1:]
-        if (header.get("format") != FORMAT or header.get("schemas") != _schemas_digest()
-                or hashlib.sha256(payload).hexdigest() != header.get("payload")):
+        if header.get("format") != FORMAT or header.get("schemas") != _schemas_digest():
             return None
         table = pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
         if not table.schema.equals(schema()):
             return None
         return Cached(header, table)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, pa.ArrowException):
-        return None  # unreadable, cut short or of another layout (a header that is no JSON object): rebuilt from the records
+    except (ValueError, KeyError, TypeError, pa.ArrowException):
+        return None  # of another layout: rebuilt from the records
 
 
 def write_cache(path: Path, sha256: str, size: int, lines: int, problems: list[tuple[int, str]], table: pa.Table) -> None:
@@ -106,16 +102,10 @@ def write_cache(path: Path, sha256: str, size: int, lines: int, problems: list[t
     with pa.ipc.new_stream(sink, schema()) as writer:
         writer.write_table(table)
     payload = sink.getvalue().to_pybytes()
-    header = {"format": FORMAT, "schemas": _schemas_digest(), "size": size, "lines": lines,
-              "sha256": sha256, "problems": problems,
-              "payload": hashlib.sha256(payload).hexdigest()}
-    target = _cache_file(path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # Replaced whole under a name of its own: two builds at once each leave a complete cache, never a mix.
-        write_atomically(target, MAGIC + json.dumps(header).encode() + b"\n" + payload)
-    except OSError:
-        pass  # a cache that cannot be written only costs the next reader time
+    header = {"format": FORMAT, "schemas": _schemas_digest(), "size": size, "lines": lines, "sha256": sha256,
+              "problems": problems}
+    with contextlib.suppress(OSError):  # a cache that cannot be written only costs the next reader time
+        write_sealed(_cache_file(path), MAGIC, header, payload, "payload")
 
 
 def file_columns(path: Path) -> tuple[pa.Table, list[tuple[int, str]], str]:
