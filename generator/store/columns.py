@@ -29,11 +29,12 @@ from iteralab.store.records import KINDS
 if TYPE_CHECKING:
     import pyarrow as pa
 
-FORMAT = 1  # of the cache file; a change of columns or layout bumps it, and older cache files are then rebuilt
+FORMAT = 2  # of the cache file; a change of columns or layout bumps it, and older cache files are then rebuilt
 MAGIC = b"iteralab-columns\n"
 COLUMNS = (("line", "int32"), ("offset", "int64"), ("length", "int32"), ("record_id", "string"), ("kind", "string"),
            ("campaign", "string"), ("created_at", "string"), ("run_id", "string"), ("variant", "string"),
-           ("status", "string"), ("sequence", "int64"), ("measured_window_ns", "int64"), ("predictions_path", "string"))
+           ("status", "string"), ("sequence", "int64"), ("measured_window_ns", "int64"), ("predictions_path", "string"),
+           ("digest", "int64"))
 
 
 @cache
@@ -167,18 +168,29 @@ def _parse(data, start: int, first_line: int) -> tuple[list[tuple], list[tuple[i
             if problem:
                 problems.append((number, problem))
             else:
-                rows.append(_row(record, number, offset, end - offset))
+                rows.append(_row(record, number, offset, end - offset, raw))
         offset, number = end + 1, number + 1
     return rows, problems, number - first_line
 
 
-def _row(record: dict, line: int, offset: int, length: int) -> tuple:
+def line_digest(raw: bytes) -> int:
+    """Return 64 bits of RAW's blake2b as a signed integer: copies of a line are found by comparing it as a column."""
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little", signed=True)
+
+
+def _row(record: dict, line: int, offset: int, length: int, raw: bytes) -> tuple:
     phases = record.get("phases") or {}
     window = (phases.get("measured_window") or {}).get("duration_ns")
     predictions = record.get("predictions")
     return (line, offset, length, record["record_id"], record["kind"], record["campaign"], record["created_at"],
-            record.get("run_id"), record.get("variant"), record.get("status"), record.get("sequence"),
-            window if isinstance(window, int) else None, predictions.get("path") if isinstance(predictions, dict) else None)
+            record.get("run_id"), record.get("variant"), record.get("status"), _int64(record.get("sequence")),
+            _int64(window), predictions.get("path") if isinstance(predictions, dict) else None,
+            line_digest(raw))
+
+
+def _int64(value) -> int | None:
+    """Return VALUE when a 64-bit column can hold it, else None: the schemas bound every count, this guards the cache."""
+    return value if type(value) is int and -(2**63) <= value < 2**63 else None
 
 
 def _table(rows: list[tuple]) -> pa.Table:

@@ -278,22 +278,35 @@ def _read_all(runs_dir: Path, paths: list[Path]) -> RecordTable:
 
 
 def _drop_copies(table: RecordTable, file_problems: list[list[str]]) -> None:
-    """Keep the first record of each id; a later copy with other content is named in its file's problems."""
-    repeated = table.frame["record_id"].duplicated(keep="first")
+    """Keep the first record of each id; a later copy with other content is named in its file's problems.
+
+    Copies are matched in bulk: each row's line digest against the first row of its id. Only pairs whose lines differ
+    are read and compared as records (the same record written with other spacing or key order is still a copy).
+    """
+    import numpy as np
+
+    frame = table.frame
+    repeated = frame["record_id"].duplicated(keep="first").to_numpy()
     if not repeated.any():
         return
-    import pandas as pd
-
-    kept = table.frame[~repeated.to_numpy()]
-    first = pd.Series(kept.index, index=kept["record_id"])
-    for index in table.frame.index[repeated.to_numpy()]:
-        record_id, earlier = table.frame.at[index, "record_id"], first[table.frame.at[index, "record_id"]]
-        mine, theirs = table.records(table.frame.loc[[index, earlier]])
-        if mine != theirs:
-            file_problems[table.frame.at[index, "file"]].append(
-                f"{table.where(index)}: record_id {record_id} already read with other content at {table.where(earlier)}; "
-                "this copy is skipped")
-    table.frame = table.frame[~repeated.to_numpy()]
+    ids = frame["record_id"].to_numpy()
+    firsts = np.flatnonzero(~repeated)
+    first_of = dict(zip(ids[firsts].tolist(), firsts.tolist(), strict=True))
+    later = np.flatnonzero(repeated)
+    earlier = np.fromiter((first_of[record_id] for record_id in ids[later].tolist()), dtype=np.int64, count=len(later))
+    digests = frame["digest"].to_numpy()
+    differs = digests[later] != digests[earlier]
+    later, earlier = later[differs], earlier[differs]
+    if len(later):
+        mine, theirs = table.records(frame.iloc[later]), table.records(frame.iloc[earlier])
+        files = frame["file"].to_numpy()
+        for position, (one, other) in enumerate(zip(mine, theirs, strict=True)):
+            if one != other:
+                row, first = frame.index[later[position]], frame.index[earlier[position]]
+                file_problems[files[later[position]]].append(
+                    f"{table.where(row)}: record_id {ids[later[position]]} already read with other content at "
+                    f"{table.where(first)}; this copy is skipped")
+    table.frame = frame[~repeated]
 
 
 def check_data(loaded: Loaded) -> dict:

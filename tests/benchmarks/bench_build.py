@@ -1,9 +1,11 @@
 """Site build: full build and no-change rebuild on synthetic campaigns, with peak memory.
 
-Run: .venv/bin/python -m tests.benchmarks.bench_build [--sizes 10x100 100x100] [--real runs]
+Run: .venv/bin/python -m tests.benchmarks.bench_build [--sizes 10x100 100x100] [--real runs [--runs-per-campaign 4]]
 Each size is CAMPAIGNSxTRIALS_PER_CAMPAIGN; records are written with the real record store. With --real RUNS, every
 campaign is instead a copy of the first run found in RUNS (real records and prediction files, e.g. after make demo) with
-fresh ids, its trials repeated with fresh ids up to TRIALS_PER_CAMPAIGN.
+fresh ids, its trials repeated with fresh ids up to TRIALS_PER_CAMPAIGN and split over several runs, each a file with
+its manifest and a start record before each trial, as the runner writes them today. The bare orjson parse of the same
+folder is printed beside the figures: this machine's speed moves by the hour.
 Durations and accuracies are drawn per campaign, so every campaign has charts of its own (none cached),
 and every trial has its own prediction file of 100 entries, which the site copies and bundles.
 Reports seconds, trials per second, the no-change rebuild as a ratio of the full build, a second full build into an
@@ -55,47 +57,75 @@ def make_runs(folder: Path, campaigns: int, trials: int, first: int = 0) -> None
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def copy_real_runs(folder: Path, campaigns: int, trials: int, source: Path, first: int = 0) -> None:
-    """Write CAMPAIGNS copies of SOURCE's first run: same figures and prediction files, fresh campaign, run and record ids."""
+def copy_real_runs(folder: Path, campaigns: int, trials: int, source: Path, first: int = 0, runs: int = 1) -> None:
+    """Write CAMPAIGNS copies of SOURCE's first run as RUNS runs each, TRIALS trials in all per campaign.
+
+    Each run is a file as the runner writes it today: its manifest, then a start record before each trial (copied from
+    SOURCE where it has them, made with the runner's own function where an older run lacks them). Figures and
+    prediction files are the real ones; campaign, run and record ids are fresh.
+    """
     import json
     import shutil
 
+    from iteralab.run.resume import start_record
     from iteralab.store import reading, records
 
     loaded = reading.load(source)
     manifest = loaded.of_kind("manifest")[0]
     real = [t for t in loaded.of_kind("trial") if t["manifest_id"] == manifest["record_id"]]
+    starts = {s["trial_id"]: s for s in loaded.of_kind("start") if s["manifest_id"] == manifest["record_id"]}
     if not real:
         raise SystemExit(f"{source}: its first run has no trial to copy; run make demo first")
+    per_run = -(-trials // runs)
     for index in range(first, first + campaigns):
-        name, run_id = f"real{index:04d}", f"run-real-{index:04d}"
-        copy = {**manifest, "campaign": name, "run_id": run_id, "record_id": records.new_id("manifest")}
-        lines = [json.dumps(copy, sort_keys=True)]
-        for number in range(trials):
-            trial = dict(real[number % len(real)])
-            trial.update(campaign=name, run_id=run_id, manifest_id=copy["record_id"], record_id=records.new_id("trial"),
-                         sequence=number + 1, repetition=number // len(real) + 1)
-            if trial.get("predictions"):
-                relative = f"{name}/predictions/{trial['record_id']}.csv"
-                (folder / relative).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source / trial["predictions"]["path"], folder / relative)
-                trial["predictions"] = {**trial["predictions"], "path": relative}
-            lines.append(json.dumps(trial, sort_keys=True))
-        path = records.records_file(folder, name, run_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        name = f"real{index:04d}"
+        for run in range(runs):
+            run_id = f"run-real-{index:04d}-{run}"
+            copy = {**manifest, "campaign": name, "run_id": run_id, "record_id": records.new_id("manifest")}
+            lines = [json.dumps(copy, sort_keys=True)]
+            for number in range(run * per_run, min(trials, (run + 1) * per_run)):
+                trial = dict(real[number % len(real)])
+                trial.update(campaign=name, run_id=run_id, manifest_id=copy["record_id"], record_id=records.new_id("trial"),
+                             sequence=number - run * per_run + 1, repetition=number // len(real) + 1)
+                start = dict(starts.get(real[number % len(real)]["record_id"]) or start_record(
+                    copy, trial["record_id"], trial["variant"], trial["repetition"], trial["sequence"]))
+                start.update(campaign=name, run_id=run_id, manifest_id=copy["record_id"], record_id=records.new_id("start"),
+                             trial_id=trial["record_id"], sequence=trial["sequence"], repetition=trial["repetition"])
+                if trial.get("predictions"):
+                    relative = f"{name}/predictions/{trial['record_id']}.csv"
+                    (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source / trial["predictions"]["path"], folder / relative)
+                    trial["predictions"] = {**trial["predictions"], "path": relative}
+                lines += [json.dumps(start, sort_keys=True), json.dumps(trial, sort_keys=True)]
+            path = records.records_file(folder, name, run_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         corpus = source / manifest["corpus"]["path"]
         if corpus.is_file():
             (folder / name / "inputs").mkdir(parents=True, exist_ok=True)
             shutil.copyfile(corpus, folder / name / "inputs" / corpus.name)
 
 
-def add(real: Path | None, runs: Path, campaigns: int, trials: int, first: int = 0) -> None:
-    """Add CAMPAIGNS campaigns, numbered from FIRST: copies of REAL's first run, or synthetic ones."""
+def add(real: Path | None, runs: Path, campaigns: int, trials: int, first: int = 0, runs_per_campaign: int = 1) -> None:
+    """Add CAMPAIGNS campaigns, numbered from FIRST: copies of REAL's first run (as RUNS_PER_CAMPAIGN runs), or synthetic ones."""
     if real:
-        copy_real_runs(runs, campaigns, trials, real, first)
+        copy_real_runs(runs, campaigns, trials, real, first, runs_per_campaign)
     else:
         make_runs(runs, campaigns, trials, first)
+
+
+def bare_parse(runs: Path) -> float:
+    """Return the seconds one process takes to read and orjson-parse every line of every records file under RUNS."""
+    import orjson
+
+    from iteralab.store.reading import record_files
+
+    start = time.perf_counter()
+    for path in record_files(runs):
+        for line in path.read_bytes().split(b"\n"):
+            if line:
+                orjson.loads(line)
+    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -104,11 +134,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["10x100", "100x100"])
     parser.add_argument("--real", type=Path, metavar="RUNS", help="copy the first run of this runs folder, not synthetic records")
+    parser.add_argument("--runs-per-campaign", type=int, default=4, metavar="N",
+                        help="with --real: each campaign's trials as N runs, each with its manifest and start records")
     options = parser.parse_args()
     if len(options.sizes) > 1:
         # One process per size: each size's peak memory is its own.
         for size in options.sizes:
-            real = ["--real", str(options.real)] if options.real else []
+            real = ["--real", str(options.real), "--runs-per-campaign", str(options.runs_per_campaign)] if options.real else []
             subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_build", "--sizes", size, *real], check=True)
         return
     for size in options.sizes:
@@ -117,7 +149,8 @@ def main() -> None:
             root = Path(folder)
             os.environ["ITERALAB_CACHE_DIR"] = str(root / "cache")  # every cache starts cold, the user's are left alone
             os.environ.pop("ITERALAB_CAMPAIGN_STORE_MB", None)
-            add(options.real, root / "runs", campaigns, trials)
+            add(options.real, root / "runs", campaigns, trials, runs_per_campaign=options.runs_per_campaign)
+            bare = bare_parse(root / "runs")
             start = time.perf_counter()
             first = build_site(runs=root / "runs", out=root / "site")
             full = time.perf_counter() - start
@@ -134,7 +167,7 @@ def main() -> None:
             build_site(runs=root / "runs", out=root / "rendered")
             rendered = time.perf_counter() - start
             del os.environ["ITERALAB_CAMPAIGN_STORE_MB"]
-            add(options.real, root / "runs", 1, trials, campaigns)  # one more campaign, as a new run adds it
+            add(options.real, root / "runs", 1, trials, campaigns, options.runs_per_campaign)  # one more campaign, as a new run adds it
             start = time.perf_counter()
             result = build_site(runs=root / "runs", out=root / "site")
             appended = time.perf_counter() - start
@@ -142,13 +175,15 @@ def main() -> None:
         total = campaigns * trials
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        kind = f"real records from {options.real}" if options.real else "synthetic records"
+        kind = (f"real records from {options.real} ({options.runs_per_campaign} runs per campaign, with start records)"
+                if options.real else "synthetic records")
         print(f"{kind}: {campaigns} campaigns x {trials} trials = {total} trials on {processes} process(es): "
               f"full build {full:.1f} s ({total / full:.0f} trials/s), no-change rebuild {again:.2f} s "
               f"({again / full:.3f} of the full build), full build into an empty folder with the caches warm "
               f"{warm:.1f} s (with the campaign store off, every campaign rendered again: {rendered:.1f} s), "
               f"one campaign appended {appended:.2f} s; peak RSS {peak:.0f} MiB"
-              + (f" (largest worker {workers:.0f} MiB)" if processes > 1 else ""))
+              + (f" (largest worker {workers:.0f} MiB)" if processes > 1 else "")
+              + f"; baseline in the same run: a bare orjson parse of every records line {bare:.2f} s")
 
 
 if __name__ == "__main__":
