@@ -29,6 +29,11 @@ CAMPAIGN = "demo-rotten-tomatoes"
 # What a hand edit, another tool or an older version could leave in a field: every JSON type, edge numbers included.
 REPLACEMENTS = (None, 0, -1, 1, 2.5, -0.5, 0.99, 10**6, 10**30, 1e300, "", "x", "2026-13-45", "<b>bold</b>", "NaN", "cuda:1",
                 "cuda", "short", "fp32-b1", "ok", [], [1, "a"], {}, {"a": 1}, {"device": None}, True, False)
+# Numbers JSON allows that json.dumps never writes (#33): beyond 64 bits (orjson reads them as floats), beyond a double
+# (1e400: infinity), a negative zero, a whole number written as a float. Written raw into a numeric field's place.
+RAW_NUMBERS = (b"1180591620717411303424", b"-1180591620717411303424", b"18446744073709551616", b"9223372036854775808",
+               b"-9223372036854775809", b"1e400", b"-1e400", b"1e-400", b"-0", b"-0.0", b"1.0", b"0.0", b"2.5e3")
+RAW_MARK = "\u0000raw-number\u0000"
 
 
 @dataclass
@@ -81,6 +86,34 @@ def change_record(record: dict, rng: random.Random) -> tuple[dict, str]:
     return copy, "replaced"
 
 
+def numeric_paths(record: dict) -> list[tuple]:
+    """Return the path of every number in RECORD (booleans are not numbers here)."""
+    def holder_value(path):
+        value = record
+        for key in path:
+            value = value[key]
+        return value
+
+    return [path for path in _paths(record)
+            if isinstance(holder_value(path), int | float) and not isinstance(holder_value(path), bool)]
+
+
+def with_raw_number(record: dict, path: tuple, raw: bytes) -> bytes:
+    """Return RECORD as a JSON line with the number at PATH written as RAW, byte for byte."""
+    copy = json.loads(json.dumps(record))
+    holder = copy
+    for key in path[:-1]:
+        holder = holder[key]
+    holder[path[-1]] = RAW_MARK
+    return json.dumps(copy).encode("utf-8").replace(json.dumps(RAW_MARK).encode(), raw)
+
+
+def change_number(record: dict, rng: random.Random) -> bytes | None:
+    """Return RECORD with one of its numbers written as one of RAW_NUMBERS, or None when it holds no number."""
+    paths = numeric_paths(record)
+    return with_raw_number(record, rng.choice(paths), rng.choice(RAW_NUMBERS)) if paths else None
+
+
 def change_folder(runs: Path, rng: random.Random, tally: Tally) -> None:
     """Change 1-3 records of the records files under RUNS in place, each line staying valid JSON."""
     from iteralab.store import records
@@ -93,6 +126,12 @@ def change_folder(runs: Path, rng: random.Random, tally: Tally) -> None:
             lines[path].insert(number, lines[path][number])
             tally.changes["repeated"] += 1
             continue
+        if rng.random() < 0.2:
+            raw = change_number(json.loads(lines[path][number]), rng)
+            if raw is not None:
+                lines[path][number] = raw
+                tally.changes["raw number"] += 1
+                continue
         changed, how = change_record(json.loads(lines[path][number]), rng)
         tally.changes[how] += 1
         tally.valid_changed += not records.validate(changed)
