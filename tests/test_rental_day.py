@@ -74,9 +74,10 @@ def test_a_run_killed_at_several_points_resumes_with_every_planned_trial_exactly
     (manifest,) = loaded.of_kind("manifest")
     trials = loaded.of_kind("trial")
     planned = [(step["sequence"], step["variant"], step["repetition"]) for step in manifest["plan"]]
-    # Every planned trial exactly once, in the one run; no finished trial ran again.
-    assert sorted((t["sequence"], t["variant"], t["repetition"]) for t in trials) == planned
-    assert len({t["record_id"] for t in trials}) == len(trials) == 6
+    # Regression for #33: every planned repetition ends with exactly one ok trial, the interrupted ones run again.
+    ok = [t for t in trials if t["status"] == "ok"]
+    assert sorted((t["sequence"], t["variant"], t["repetition"]) for t in ok) == planned
+    assert len({t["record_id"] for t in trials}) == len(trials) == 6 + 3
     assert all(finished_before[t["record_id"]] == t for t in trials if t["record_id"] in finished_before)
     interrupted = [t for t in trials if t["status"] == "interrupted"]
     assert sorted(t["record_id"] for t in interrupted) == sorted(s["trial_id"] for s in in_flight)
@@ -84,15 +85,23 @@ def test_a_run_killed_at_several_points_resumes_with_every_planned_trial_exactly
         start = next(s for s in in_flight if s["trial_id"] == row["record_id"])
         assert (row["started_at"], row["entries_completed"], row["corpus_accepted"]) == (start["created_at"], None, False)
         assert row["entries_completed_reason"].startswith("unknown: the process ended")
+        # Each interruption is run again once, by a trial of the same repetition that names it, later in the records.
+        (retry,) = [t for t in trials if t.get("retry_of") == row["record_id"]]
+        assert (retry["sequence"], retry["variant"], retry["repetition"]) == (row["sequence"], row["variant"], row["repetition"])
+        assert retry["created_at"] > row["created_at"]
     assert all(t["status"] == "ok" for t in trials if t not in interrupted)
     resumptions = loaded.of_kind("resumption")
     assert [len(r["interrupted"]) for r in resumptions] == [1, 1, 1]
+    assert [len(r["retried"]) for r in resumptions] == [1, 1, 1]
     assert {t["run_id"] for t in trials} == {manifest["run_id"]}  # one run, one records file
     assert [p for p in loaded.problems if "incomplete last line" not in p] == []
+    assert "attempts" in out and "retries" in out  # the summary counts attempts and successes apart
     # Nothing left: a further --resume is refused, and writes nothing.
     code, _, err = cli("run", campaign, "--runs", runs, "--resume")
     assert code == 1 and f"nothing to resume: run {manifest['run_id']} of campaign tiny is complete (6 of 6" in err
     assert len(reading.load(runs).records) == len(loaded.records)
+    code, out, _ = cli("trials", "tiny", "--runs", runs)
+    assert out.count("runs again interrupted") == 3
     # The campaign page lists the resumptions with their times; the interrupted trial's page says what happened.
     code, out, err = cli("build", "--runs", runs, "--out", tmp_path / "site")
     assert code == 0, out + err
@@ -106,6 +115,10 @@ def test_a_run_killed_at_several_points_resumes_with_every_planned_trial_exactly
     assert f"started {moment(interrupted[0]['started_at'])}" in in_flight.get_text()
     later = max(trials, key=lambda t: t["created_at"])
     assert "the warm-up rule was applied again" in trials_page.select_one(f"#{later['record_id']} .after-resumption").get_text()
+    for row in interrupted:
+        retry = next(t for t in trials if t.get("retry_of") == row["record_id"])
+        link = trials_page.select_one(f"#{retry['record_id']}-retry a")
+        assert link["href"] == f"#{row['record_id']}"
 
 
 def _unfinished_copy(runs, manifest, **changes) -> dict:
@@ -252,3 +265,34 @@ def test_the_campaign_page_shows_a_run_outside_its_rental(tmp_path, cli):
     assert f"tied to rental {rental['record_id']} as it started, outside its rental's period" in evidence.get_text()
     code, out, _ = cli("check", runs)
     assert code == 1 and "outside the rental's period (2026-09-28T09:00:00+07:00 to 2026-10-01T09:00:00+07:00)" in out
+
+
+def test_an_interrupted_repetition_is_left_to_run_again_unless_no_retry_and_a_failure_never_is(tmp_path):
+    """Regression for #33: a resumed run ended one repetition short; an error or an out-of-memory stays the measurement."""
+    from iteralab.run.resume import _state, interrupted_row, start_record
+
+    manifest = factory.manifest("tiny", "run-1")
+    manifest["plan"] = [{"sequence": n, "variant": v, "repetition": r}
+                        for n, (v, r) in enumerate((("b1", 1), ("b4", 1), ("b1", 2), ("b4", 2), ("b1", 3)), start=1)]
+    ok = factory.trial(manifest, "b1", sequence=1)
+    manifest["variants"] = {name: factory.trial(manifest, name)["variant_config"] for name in ("b1", "b4")}
+    stopped = factory.trial(manifest, "b4", sequence=2, status="interrupted", failed_phase="warmup")  # SIGTERM
+    oom = factory.trial(manifest, "b1", repetition=2, sequence=3, status="oom", failed_phase="warmup")
+    killed = start_record(manifest, "trial-20261204T000000Z-00000000000a", "b4", 2, 4)  # SIGKILL: no trial record
+    existing = [manifest, ok, stopped, oom, killed]
+    state = _state(manifest, existing, retry=True)
+    assert state.finished == {1, 3}
+    assert state.remaining == [(2, "b4", 1, stopped["record_id"]), (4, "b4", 2, killed["trial_id"]), (5, "b1", 3, None)]
+    assert _state(manifest, existing, retry=False).remaining == [(5, "b1", 3, None)]
+    # The retry of sequence 4 was killed in turn: its interrupted row names what it retried, and the next retry names it.
+    row = interrupted_row(manifest, killed, records.utc_now())  # written by the resume, before the retry starts
+    retry_start = start_record(manifest, "trial-20261204T000001Z-00000000000b", "b4", 2, 4, killed["trial_id"])
+    assert "retry_of" not in row
+    records.append(tmp_path, row)  # valid, or refused with the field named
+    existing += [row, retry_start]
+    state = _state(manifest, existing, retry=True)
+    assert (4, "b4", 2, retry_start["trial_id"]) in state.remaining
+    again = interrupted_row(manifest, retry_start, records.utc_now())
+    assert again["retry_of"] == killed["trial_id"]
+    records.append(tmp_path, retry_start)
+    records.append(tmp_path, again)

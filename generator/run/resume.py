@@ -1,4 +1,4 @@
-"""Resume a run whose process ended: finished trials stay, the one in flight becomes an interrupted row, the rest run."""
+"""Resume a run whose process ended: finished trials stay, the one in flight becomes an interrupted row run again, the rest run."""
 
 from __future__ import annotations
 
@@ -19,36 +19,61 @@ class Resumption:
 
     manifest: dict
     plan: list[tuple[int, str, int]]  # (sequence, variant, repetition) from the manifest, as planned before any timing
-    finished: set[int] = field(default_factory=set)  # sequences with a trial record, never run again
+    finished: set[int] = field(default_factory=set)  # sequences with a trial that ended on its own, never run again
     in_flight: list[dict] = field(default_factory=list)  # start records with no trial record: the process ended in them
+    interrupted: dict[int, str] = field(default_factory=dict)  # sequence -> its latest interrupted trial, nothing else
+    retry: bool = True  # run an interrupted repetition again (--no-retry: only what never started)
 
     @property
-    def remaining(self) -> list[tuple[int, str, int]]:
-        started = self.finished | {start["sequence"] for start in self.in_flight}
-        return [step for step in self.plan if step[0] not in started]
+    def remaining(self) -> list[tuple[int, str, int, str | None]]:
+        """Return the steps still to run, in the planned order, each with the interrupted trial it runs again (or None)."""
+        started = self.finished | {start["sequence"] for start in self.in_flight} | set(self.interrupted)
+        steps = []
+        for sequence, variant, repetition in self.plan:
+            if sequence not in started:
+                steps.append((sequence, variant, repetition, None))
+            elif self.retry and sequence not in self.finished:
+                steps.append((sequence, variant, repetition, self.interrupted[sequence]))
+        return steps
 
 
-def _state(manifest: dict, existing: list[dict]) -> Resumption:
+def _state(manifest: dict, existing: list[dict], retry: bool) -> Resumption:
     plan = [(step["sequence"], step["variant"], step["repetition"]) for step in manifest["plan"]]
     mine = [r for r in existing if r["run_id"] == manifest["run_id"]]
     trials = {r["record_id"]: r for r in mine if r["kind"] == "trial" and r["manifest_id"] == manifest["record_id"]}
     starts = [r for r in mine if r["kind"] == "start" and r["manifest_id"] == manifest["record_id"]]
-    return Resumption(manifest, plan, {t["sequence"] for t in trials.values()},
-                      [s for s in starts if s["trial_id"] not in trials])
+    in_flight = [s for s in starts if s["trial_id"] not in trials]
+    # An interruption is a machine's fault, never a measurement: its repetition runs again, naming the trial it replaces.
+    # An error or an out-of-memory ended the trial on its own: that failure is the measurement, never retried.
+    # The latest interruption of a sequence is the one no later attempt names in retry_of (a chain, clock-proof).
+    superseded = {record["retry_of"] for record in [*trials.values(), *in_flight] if record.get("retry_of")}
+    interrupted: dict[int, str] = {}
+    for record in sorted([*trials.values(), *in_flight], key=lambda r: r["created_at"]):
+        trial_id = record.get("trial_id", record["record_id"])
+        if (record["kind"] == "start" or record["status"] == "interrupted") and trial_id not in superseded:
+            interrupted[record["sequence"]] = trial_id
+    finished = {t["sequence"] for t in trials.values() if t["status"] != "interrupted"}
+    return Resumption(manifest, plan, finished, in_flight,
+                      {sequence: trial for sequence, trial in interrupted.items() if sequence not in finished}, retry)
 
 
-def find_resumable(campaign, existing: list[dict], fingerprint: str, environment: dict) -> Resumption:
-    """Return the latest unfinished run of CAMPAIGN, or refuse naming why it cannot be continued here."""
+def find_resumable(campaign, existing: list[dict], fingerprint: str, environment: dict, *, retry: bool = True) -> Resumption:
+    """Return the latest unfinished run of CAMPAIGN, or refuse naming why it cannot be continued here.
+
+    RETRY: an interrupted repetition is left to run again (False: only trials that never started are left).
+    """
     manifests = sorted((r for r in existing if r["kind"] == "manifest"), key=lambda m: (m["created_at"], m["record_id"]))
     if not manifests:
         raise UserError(f"campaign {campaign.name} has no run to resume: start it without --resume")
-    states = [_state(m, existing) for m in manifests]
+    states = [_state(m, existing, retry) for m in manifests]
     unfinished = [state for state in states if state.remaining or state.in_flight]
     if not unfinished:
         latest = states[-1]
+        left = (f"; {len(latest.interrupted)} interrupted repetition(s) are left as they are with --no-retry: run "
+                "--resume without it to run them again") if latest.interrupted else ""
         raise UserError(f"nothing to resume: run {latest.manifest['run_id']} of campaign {campaign.name} is complete "
-                        f"({len(latest.finished)} of {len(latest.plan)} planned trials recorded), and so is every earlier "
-                        "run; run it again without --resume to start a new run")
+                        f"({len(latest.finished)} of {len(latest.plan)} planned trials recorded{left}), and so is every "
+                        "earlier run; run it again without --resume to start a new run")
     state = unfinished[-1]
     run_id = state.manifest["run_id"]
     if state.manifest["protocol_fingerprint"] != fingerprint:
@@ -84,11 +109,16 @@ def environment_differences(manifest: dict, environment: dict) -> list[str]:
     return found
 
 
-def start_record(manifest: dict, trial_id: str, variant: str, repetition: int, sequence: int) -> dict:
-    """Return the record written before a trial runs: without a trial record after it, the trial was in flight."""
+def start_record(manifest: dict, trial_id: str, variant: str, repetition: int, sequence: int,
+                 retry_of: str | None = None) -> dict:
+    """Return the record written before a trial runs: without a trial record after it, the trial was in flight.
+
+    RETRY_OF: the interrupted trial whose repetition this one runs again.
+    """
+    retried = {"retry_of": retry_of} if retry_of else {}
     return records.make_record("start", campaign=manifest["campaign"], run_id=manifest["run_id"],
                                manifest_id=manifest["record_id"], trial_id=trial_id, variant=variant,
-                               repetition=repetition, sequence=sequence)
+                               repetition=repetition, sequence=sequence, **retried)
 
 
 def interrupted_row(manifest: dict, start: dict, now: str) -> dict:
@@ -107,6 +137,8 @@ def interrupted_row(manifest: dict, start: dict, now: str) -> dict:
         gpu_event_durations=None, gpu_event_durations_reason=Text("not recorded: the process ended during the trial"),
         memory={"device": str(variant_config.get("device", "cpu"))}, predictions=None, id_check=None, quality=None,
         corpus_accepted=False, throughput_entries_per_s=None)
+    if start.get("retry_of"):
+        record["retry_of"] = start["retry_of"]
     record["record_id"] = start["trial_id"]
     return record
 
@@ -117,4 +149,5 @@ def resumption_record(state: Resumption, environment: dict) -> dict:
         "resumption", campaign=state.manifest["campaign"], run_id=state.manifest["run_id"],
         manifest_id=state.manifest["record_id"], interrupted=[s["trial_id"] for s in state.in_flight],
         finished=len(state.finished), remaining=len(state.remaining), hostname=environment.get("hostname"),
+        retried=[step[3] for step in state.remaining if step[3]],
         warmup=WARMUP_AGAIN)

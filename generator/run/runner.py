@@ -88,11 +88,12 @@ def _labels(config: dict, source: Path) -> list[str]:
 
 
 def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str | None = None,
-            resume: bool = False) -> Prepared:
+            resume: bool = False, retry: bool = True) -> Prepared:
     """Validate the campaign, corpus, model folder, machine and existing records; plan the trials.
 
     RENTAL_ID ties the run to a recorded rental (refused on a machine without its card); RESUME finds the unfinished run
-    to continue (refused when the protocol, the variants, the machine or the software differ).
+    to continue (refused when the protocol, the variants, the machine or the software differ), running its interrupted
+    repetitions again unless RETRY is False.
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     campaign = load_campaign(campaign_file)
@@ -121,7 +122,7 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
     bucket_of = {entry_id: _bucket(count, protocol["buckets"]) for entry_id, count in token_counts.items()}
     fingerprint = protocol_fingerprint(protocol, corpus.fingerprint)
     existing = _campaign_records(runs_dir, campaign.name)
-    resumption = find_resumable(campaign, existing, fingerprint, environment) if resume else None
+    resumption = find_resumable(campaign, existing, fingerprint, environment, retry=retry) if resume else None
     if resumption is None:
         _refuse_changed_protocol(campaign, existing, fingerprint)
     elif rental_id is not None and rental_id != (resumption.manifest.get("rental") or {}).get("rental_id"):
@@ -202,14 +203,16 @@ def _read_predictions(path: Path) -> dict[str, str]:
 
 
 def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RUNS, quiet: bool = False,
-                 progress=None, rental_id: str | None = None, resume: bool = False, warn=None) -> RunResult:
+                 progress=None, rental_id: str | None = None, resume: bool = False, retry: bool = True,
+                 warn=None) -> RunResult:
     """Run every planned trial of a campaign and append manifest and trial records.
 
-    RENTAL_ID ties the new run to a recorded rental; RESUME continues the latest unfinished run instead of starting one.
+    RENTAL_ID ties the new run to a recorded rental; RESUME continues the latest unfinished run instead of starting one,
+    running each interrupted repetition again as a new trial that names it (not with RETRY False).
     WARN receives warnings (a clock outside the rental's period) as they arise.
     """
     runs_dir = Path(runs_dir)
-    prepared = prepare(campaign_file, runs_dir, rental_id=rental_id, resume=resume)
+    prepared = prepare(campaign_file, runs_dir, rental_id=rental_id, resume=resume, retry=retry)
     campaign = prepared.campaign
     _copy_corpus(prepared, runs_dir)
     state = prepared.resumption
@@ -222,7 +225,7 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
             warn(warning)
     progress = progress or Progress(quiet=quiet)
     prepared.reference = _reference_from_records(prepared, runs_dir)
-    steps = state.remaining if state else [(n, name, rep) for n, (name, rep) in enumerate(prepared.plan, start=1)]
+    steps = state.remaining if state else [(n, name, rep, None) for n, (name, rep) in enumerate(prepared.plan, start=1)]
     with Signals() as signals:
         try:
             if state:
@@ -234,8 +237,9 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
                 result.records_file = signals.append(runs_dir, result.resumed)
             else:
                 result.records_file = signals.append(runs_dir, manifest)
-            for sequence, name, repetition in steps:
-                trial = execute(prepared, runs_dir, manifest, campaign.variant(name), repetition, sequence, signals, progress)
+            for sequence, name, repetition, retry_of in steps:
+                trial = execute(prepared, runs_dir, manifest, campaign.variant(name), repetition, sequence, signals, progress,
+                                retry_of=retry_of)
                 result.trials.append(trial)
                 if trial["status"] == "interrupted":
                     result.interrupted = True
@@ -275,8 +279,8 @@ def _copy_corpus(prepared: Prepared, runs_dir: Path) -> None:
 
 
 def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetition: int, sequence: int,
-            signals: Signals, progress) -> dict:
-    """Execute one trial and append its record, whatever happened."""
+            signals: Signals, progress, *, retry_of: str | None = None) -> dict:
+    """Execute one trial and append its record, whatever happened; RETRY_OF names the interrupted trial it runs again."""
     campaign, protocol = prepared.campaign, prepared.campaign.protocol
     trial_id = records.new_id("trial")
     clock = PhaseClock(variant.device)
@@ -284,7 +288,7 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
     progress.start(f"{sequence}/{len(prepared.plan)} {variant.name} rep {repetition}", len(prepared.corpus.entries))
     try:
         # Written first: after a kill, a start without its trial record is the trial that was in flight (never dropped).
-        signals.append(runs_dir, start_record(manifest, trial_id, variant.name, repetition, sequence))
+        signals.append(runs_dir, start_record(manifest, trial_id, variant.name, repetition, sequence, retry_of))
         with clock.phase("environment_check"):
             _check_environment(variant, protocol)
         with clock.phase("model_load"):
@@ -324,6 +328,8 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
         predictions=prediction_file, id_check=id_check, quality=quality, corpus_accepted=bool(accepted),
         throughput_entries_per_s=_throughput(clock, predictions) if status == "ok" else None,
     )
+    if retry_of:
+        trial["retry_of"] = retry_of
     trial["record_id"] = trial_id
     del inference
     release(variant.device)

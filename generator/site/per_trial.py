@@ -16,11 +16,13 @@ from iteralab.store.trials import PHASES
 from iteralab.store.views import CampaignView
 
 
-def trial_index(view: CampaignView) -> Markup:
-    """Return the trials page's list of links, one per trial in run order: its id, variant and status."""
+def trial_index(view: CampaignView, retry_words: str = "") -> Markup:
+    """Return the trials page's list of links, one per trial in run order: its id, variant and status (and RETRY_WORDS
+    after a trial that runs an interrupted repetition again)."""
     status_word = said(language.current())["status_word"]
     return Markup("".join(f'<li><a href="#{escape(t["record_id"])}">{escape(t["record_id"])}</a> ({escape(t["variant"])}, '
-                          f'{status_word(t["status"])})</li>' for t in view.trials))
+                          f'{status_word(t["status"])}{f"; {escape(retry_words)}" if t.get("retry_of") else ""})</li>'
+                          for t in view.trials))
 
 
 def trial_sections(view: CampaignView, bundle_name: str, w: dict) -> Markup:
@@ -43,6 +45,9 @@ def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: s
         parts.append(f'<p id="{trial_id}-in-flight" class="warning in-flight">'
                      f'{fill(w["interrupted"], started=moment(trial["started_at"], code), recorded=moment(trial["created_at"], code))} '
                      f'{w["completed"]}: {reason}. {w["never"]}</p>')
+    if trial.get("retry_of"):
+        parts.append(f'<p id="{trial_id}-retry" class="retry">'
+                     f'{fill(w["retry"], repetition=trial["repetition"], trial=trial["retry_of"])}</p>')
     resumed = view.resumed_before(trial)
     if resumed and not trial.get("started_at"):
         parts.append(f'<p id="{trial_id}-after-resumption" class="after-resumption">'

@@ -51,7 +51,8 @@ def run_rows(view: CampaignView) -> list[dict]:
             "run_id": manifest["run_id"], "started_at": manifest["created_at"], "hostname": environment.get("hostname"),
             "hardware": f"{len(gpus)}× {gpus[0]}" if gpus else f"CPU {(environment.get('cpu') or {}).get('model')}",
             "planned": len(manifest["plan"]), "recorded": len(trials), "statuses": statuses,
-            "complete": len({t["sequence"] for t in trials}) >= len(manifest["plan"]),
+            # An interrupted repetition is left to run again (run --resume), so it does not complete its run.
+            "complete": len({t["sequence"] for t in trials if t["status"] != "interrupted"}) >= len(manifest["plan"]),
             "resumptions": sum(1 for r in view.resumptions if r["run_id"] == manifest["run_id"]),
             "rental": (manifest.get("rental") or {}).get("rental_id"),
         })
@@ -69,6 +70,7 @@ def trial_rows(view: CampaignView, *, accepted: bool = False, run_id: str | None
         rows.append({"trial_id": trial["record_id"], "run_id": trial["run_id"], "configuration": labels.get(trial["record_id"]),
                      "repetition": trial["repetition"], "status": trial["status"],
                      "corpus_accepted": trial["corpus_accepted"], "excluded_by": view.excluded.get(trial["record_id"]),
+                     "retry_of": trial.get("retry_of"),
                      "measured_window_s": None if window is None else window / 1e9})
     return rows
 
@@ -99,6 +101,8 @@ def describe_trials(view: CampaignView, rows: list[dict]) -> str:
             line += "  accepted"
         if row["excluded_by"]:
             line += f"  excluded by {row['excluded_by']}"
+        if row["retry_of"]:
+            line += f"  runs again interrupted {row['retry_of']}"
         if row["measured_window_s"] is not None:
             line += f"  {row['measured_window_s']:.3f} s"
         lines.append(line)

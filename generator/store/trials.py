@@ -12,8 +12,8 @@ CSV_COLUMNS = ["record_id", "run_id", "created_at", "configuration", "variant", 
                "sequence", "status", "failed_phase", "error", "entries_expected", "entries_completed", "measured_window_s",
                *[f"{phase}_s" for phase in PHASES if phase != "measured_window"],
                "throughput_entries_per_s", "ids_match", "accuracy", "macro_f1", "agreement", "corpus_accepted",
-               "predictions_sha256", "protocol_fingerprint", "excluded_by", "exclusion_rule"]
-COPIED = ("record_id", "run_id", "created_at", "variant", "series", "repetition", "sequence", "status", "failed_phase", "error",
+               "predictions_sha256", "protocol_fingerprint", "excluded_by", "exclusion_rule", "retry_of"]
+COPIED = ("record_id", "run_id", "created_at", "variant", "series", "repetition", "sequence", "retry_of", "status", "failed_phase", "error",
           "entries_expected", "entries_completed", "throughput_entries_per_s", "corpus_accepted", "protocol_fingerprint")
 OBJECT_COLUMNS = [*CSV_COLUMNS, "configuration_key", "accepted"]  # then two float columns: window_s and one_time_s
 
