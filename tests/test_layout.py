@@ -75,3 +75,39 @@ def test_internal_imports_are_at_the_top_of_each_module():
                     if isinstance(inner, ast.Import) and any(a.name.startswith("iteralab") for a in inner.names):
                         late.append(f"{path.relative_to(ROOT)}:{inner.lineno}")
     assert late == []
+
+
+def _third_party_imports() -> dict[str, list[str]]:
+    """Return each top-level module the package imports from outside itself and the standard library, with where."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(SOURCE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top != "iteralab" and top not in sys.stdlib_module_names:
+                    found.setdefault(top, []).append(path.relative_to(ROOT).as_posix())
+    return found
+
+
+def test_every_package_the_code_imports_is_a_declared_dependency():
+    """Regression for #33: click, numpy and markupsafe were imported but arrived only through other packages."""
+    import importlib
+    import re
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    declared = {re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+                for requirement in tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]}
+    distributions = packages_distributions()
+    missing = {}
+    for module, places in _third_party_imports().items():
+        owners = {name.lower().replace("_", "-") for name in distributions.get(module, [])}
+        if not owners & declared:
+            missing[module] = sorted(set(places))
+    assert missing == {}
+    assert {"click", "numpy", "markupsafe", "torch", "pandas"} <= set(_third_party_imports())  # the scan sees imports
+    for path in sorted(SOURCE.rglob("*.py")):  # and every module imports with them alone
+        relative = path.relative_to(SOURCE).with_suffix("")
+        importlib.import_module(".".join(["iteralab", *relative.parts]).removesuffix(".__init__"))

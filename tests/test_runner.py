@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import signal
 import subprocess
@@ -370,3 +371,38 @@ def test_an_empty_variants_list_is_named_with_its_key(tiny_campaign, tmp_path, c
     campaign.write_text("variants = []\n" + text[:text.index("[[variants]]")], encoding="utf-8")  # a top-level key
     code, _, err = cli("run", campaign, "--runs", tmp_path / "runs", "--dry-run")
     assert code == 1 and "[campaign file] variants: declare at least one [[variants]] table" in err, err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+class _Inference:
+    completed = 0
+
+    def forward(self, encoded):
+        self.completed += encoded
+        return encoded
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_the_progress_bar_counts_the_window_on_a_terminal_and_is_silent_when_piped_or_quiet(quiet):
+    """Regression for #33: the hand-written bar became tqdm's; piped output stays quiet, the window is not wrapped."""
+    from iteralab.run.summary import Progress
+
+    for stream in (_Terminal(), io.StringIO()):
+        progress, inference = Progress(quiet=quiet, stream=stream), _Inference()
+        forward = inference.forward
+        progress.start("3/6 b4 rep 1", 10)
+        progress.attach(inference)
+        for _ in range(5):
+            inference.forward(2)
+        if progress.enabled:
+            assert (progress.bar.n, progress.bar.total) == (10, 10)  # drawn at most every 0.2 s, counted at every batch
+        progress.done("ok")
+        shown = stream.getvalue()
+        if quiet or not stream.isatty():
+            assert shown == "" and inference.forward == forward
+        else:
+            assert "3/6 b4 rep 1:" in shown and "/10 [" in shown and shown.endswith("3/6 b4 rep 1                     ok\n")

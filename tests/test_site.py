@@ -393,3 +393,61 @@ def test_a_build_where_no_worker_can_be_started_renders_every_campaign_itself(ru
     alone = build_site(runs=runs, out=tmp_path / "alone", processes=1)
     assert sorted(p.name for p in (tmp_path / "refused").rglob("*")) == sorted(p.name for p in (tmp_path / "alone").rglob("*"))
     assert alone["rendered"] == result["rendered"]
+
+
+def test_a_site_published_below_a_path_serves_a_working_404_page(tmp_path):
+    """Regression for #33: 404.html linked from the host's root, so a site under https://host/team/site/ got a broken one."""
+    import functools
+    import http.server
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from iteralab.site.build import build_site
+    from tests import hostile
+
+    served = tmp_path / "served"
+    build_site(runs=hostile.FIXTURE, out=served / "team" / "site", languages=("en", "id"),
+               base_url="https://example.org/team/site")
+
+    class Host(http.server.SimpleHTTPRequestHandler):
+        """A static host set to answer a missing path below the site with the site's own 404.html, as hosts are."""
+
+        def log_message(self, *args):
+            pass
+
+        def send_error(self, code, message=None, explain=None):
+            folder = "team/site/id" if self.path.startswith("/team/site/id/") else "team/site"
+            body = (served / folder / "404.html").read_bytes()
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Host, directory=str(served)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        for missing in ("/team/site/campaigns/demo-rotten-tomatoes/trials/old.html", "/team/site/id/no/such/page.html"):
+            with pytest.raises(urllib.error.HTTPError) as answer:
+                urllib.request.urlopen(base + missing)
+            page = BeautifulSoup(answer.value.read().decode("utf-8"), "html.parser")
+            links = [tag.get("href") or tag.get("src") for tag in page.find_all(["a", "link", "script", "img"])]
+            below = [link for link in links if link and link.startswith("/")]
+            assert below and all(link.startswith("/team/site/") for link in below), below
+            for link in below:  # the stylesheet, the index, the other language: each is there
+                with urllib.request.urlopen(base + link) as response:
+                    assert response.status == 200, link
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.parametrize("url", ["team/site", "ftp://example.org/site/", "https://example.org/a/../b/", "/site/?x=1"])
+def test_a_base_url_that_cannot_be_published_under_is_one_line_and_writes_nothing(tmp_path, cli, url):
+    from tests import hostile
+
+    code, _, err = cli("build", "--runs", hostile.FIXTURE, "--out", tmp_path / "site", "--base-url", url)
+    assert code == 1 and "--base-url" in err and "is not where a site can be published" in err
+    assert not (tmp_path / "site").exists()

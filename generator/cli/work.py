@@ -34,17 +34,21 @@ def check(runs, as_json):
 @click.option("--dry-run", is_flag=True, help="validate everything and print the plan without loading the model")
 @click.option("--rental", "rental_id", metavar="RENTAL_ID",
               help="tie the run to a rental recorded with rental add; refused on a machine without its card")
-@click.option("--resume", is_flag=True, help="continue the latest unfinished run of this campaign instead of starting one")
+@click.option("--resume", is_flag=True, help="continue the latest unfinished run of this campaign instead of starting one; "
+              "an interrupted repetition runs again as a new trial naming the one it replaces")
+@click.option("--no-retry", is_flag=True, help="with --resume: run only the trials that never started, not the interrupted ones")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @json_option
-def run(campaign, runs, dry_run, rental_id, resume, quiet, as_json):
+def run(campaign, runs, dry_run, rental_id, resume, no_retry, quiet, as_json):
     """Run a benchmark campaign: protocol fixed first, rotated trials, every outcome recorded."""
+    if no_retry and not resume:
+        raise click.UsageError("--no-retry goes with --resume")
     if dry_run:
-        prepared = runner.prepare(campaign, runs, rental_id=rental_id, resume=resume)
+        prepared = runner.prepare(campaign, runs, rental_id=rental_id, resume=resume, retry=not no_retry)
         emit(as_json, summary.plan_data(prepared), summary.describe_plan(prepared))
         return 0
     result = runner.run_campaign(campaign_file=campaign, runs_dir=runs, quiet=quiet or as_json, rental_id=rental_id,
-                                 resume=resume, warn=lambda message: click.echo(message, err=True))
+                                 resume=resume, retry=not no_retry, warn=lambda message: click.echo(message, err=True))
     emit(as_json, summary.run_data(result), summary.describe_run(result))
     return 130 if result.interrupted else 0
 
@@ -71,13 +75,16 @@ def demo(runs, out, again, quiet):
 @click.option("--sheets", type=FOLDER, help="folder of qualification sheets (default: qualification/ beside the runs folder)")
 @click.option("--processes", type=click.IntRange(min=1),
               help="render campaigns on this many processes (default: one per core once there are thousands of trials)")
+@click.option("--base-url", metavar="URL",
+              help="where the site is published, e.g. https://example.org/team/site/ (default: a host's root); "
+                   "the 404 page, served at any path, links from there")
 @language_option(multiple=True)
 @catalog_option
 @json_option
-def build(runs, out, notes, sheets, processes, languages, catalog, as_json):
+def build(runs, out, notes, sheets, processes, base_url, languages, catalog, as_json):
     """Render the records, the catalog and decision notes into a static site, in English, Indonesian or both."""
     result = build_site(runs=runs, out=out, notes=notes, catalog=catalog, sheets=sheets, processes=processes,
-                        languages=languages)
+                        languages=languages, base_url=base_url)
     data = {**result, "index": str(result["index"].resolve()),
             "languages": {code: {**found, "index": str(found["index"].resolve())} for code, found in result["languages"].items()}}
     emit(as_json, data, describe_build(result))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 
 from iteralab.store.views import window_figures
 
@@ -32,7 +31,8 @@ def describe_plan(prepared) -> str:
         state = prepared.resumption
         lines.append(f"--resume would continue run {state.manifest['run_id']}: {len(state.finished)} finished (kept), "
                      f"{len(state.in_flight)} in flight (recorded as interrupted), then "
-                     + (", ".join(f"{n}. {name} (repetition {rep})" for n, name, rep in state.remaining) or "nothing left"))
+                     + (", ".join(f"{n}. {name} (repetition {rep}{f', again after {retry_of}' if retry_of else ''})"
+                                  for n, name, rep, retry_of in state.remaining) or "nothing left"))
     return "\n".join(lines)
 
 
@@ -54,7 +54,8 @@ def describe_run(result) -> str:
         text = (f"Resumed run {result.run_id}: {resumed['finished']} finished trial(s) kept, "
                 f"{len(resumed['interrupted'])} in flight when the process ended recorded as interrupted"
                 f"{' (' + ', '.join(resumed['interrupted']) + ')' if resumed['interrupted'] else ''}, "
-                f"{resumed['remaining']} run now in the planned order; warm-up {resumed['warmup']}\n" + text)
+                f"{resumed['remaining']} run now in the planned order"
+                f"{_retried(resumed.get('retried') or [])}; warm-up {resumed['warmup']}\n" + text)
     rental = (result.manifest or {}).get("rental")
     if rental:
         text += (f"\nRental: {rental['rental_id']}, "
@@ -64,12 +65,20 @@ def describe_run(result) -> str:
     return text
 
 
+def _retried(retried: list[str]) -> str:
+    if not retried:
+        return ""
+    return f", {len(retried)} of them an interrupted repetition run again (replacing {', '.join(retried)})"
+
+
 def summarize(trials: list[dict]) -> list[dict]:
-    """Per variant: measured-window seconds in run order, median, min, max, ok/failed, verdicts."""
+    """Per variant: measured-window seconds in run order, median, min, max, attempts, ok/failed, retries, verdicts."""
     rows = {}
     for trial in sorted(trials, key=lambda t: (t["created_at"], t["sequence"])):
-        row = rows.setdefault(trial["variant"], {"variant": trial["variant"], "durations_s": [], "ok": 0, "failed": 0,
-                                                 "accepted": 0, "failures": []})
+        row = rows.setdefault(trial["variant"], {"variant": trial["variant"], "durations_s": [], "attempts": 0, "ok": 0,
+                                                 "failed": 0, "retries": 0, "accepted": 0, "failures": []})
+        row["attempts"] += 1
+        row["retries"] += bool(trial.get("retry_of"))
         if trial["status"] == "ok":
             row["ok"] += 1
             row["durations_s"].append(trial["phases"]["measured_window"]["duration_ns"] / 1e9)
@@ -87,52 +96,55 @@ def format_summary(rows: list[dict]) -> str:
     def seconds(value):
         return "—" if value is None else f"{value:.3f}"
 
-    lines = [f"{'variant':<16} {'measured window, s (run order)':<44} {'median':>8} {'min':>8} {'max':>8} {'ok':>3} {'fail':>4} {'accepted':>8}"]
+    # Attempts and successes apart: a repetition run again after an interruption is one more attempt, never hidden.
+    lines = [f"{'variant':<16} {'measured window, s (run order)':<44} {'median':>8} {'min':>8} {'max':>8} "
+             f"{'attempts':>8} {'ok':>3} {'fail':>4} {'retries':>7} {'accepted':>8}"]
     for row in rows:
         runs = " ".join(f"{value:.3f}" for value in row["durations_s"]) or "(no successful trial)"
         lines.append(f"{row['variant']:<16} {runs:<44} {seconds(row['median_s']):>8} {seconds(row['min_s']):>8} "
-                     f"{seconds(row['max_s']):>8} {row['ok']:>3} {row['failed']:>4} {row['accepted']:>8}")
+                     f"{seconds(row['max_s']):>8} {row['attempts']:>8} {row['ok']:>3} {row['failed']:>4} "
+                     f"{row['retries']:>7} {row['accepted']:>8}")
         lines.extend(f"{'':<16} failed: {failure}" for failure in row["failures"])
     return "\n".join(lines)
 
 
 class Progress:
-    """A one-line progress bar with ETA on stderr, silent when not a terminal or with --quiet."""
+    """A progress bar with ETA per trial on stderr (tqdm), silent when not a terminal or with --quiet."""
 
     def __init__(self, *, quiet: bool = False, stream=None):
         self.stream = stream or sys.stderr
         self.enabled = not quiet and self.stream.isatty()
-        self.label, self.total, self.inference, self.started, self.last = "", 0, None, 0.0, 0.0
+        self.label, self.bar = "", None
 
     def start(self, label: str, total: int):
-        self.label, self.total, self.inference, self.started = label, total, None, time.monotonic()
-        self._draw(0)
+        """Begin a trial's bar: TOTAL entries, shown under LABEL."""
+        self.label = label
+        if self.enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=label, file=self.stream, unit="entries", leave=False, mininterval=0.2,
+                            dynamic_ncols=True)
 
     def attach(self, inference):
-        self.inference = inference
+        """Follow INFERENCE's measured window: the bar counts its completed entries, its ETA starts from here."""
+        bar = self.bar
+        if bar is None:
+            return  # nothing wraps the inference when nothing is shown: the measured window runs as it is
         inference_forward = inference.forward
 
         def forward(encoded):
             result = inference_forward(encoded)
-            now = time.monotonic()
-            if now - self.last > 0.2:
-                self.last = now
-                self._draw(inference.completed)
+            bar.update(inference.completed - bar.n)
             return result
 
         inference.forward = forward
-        self.started = time.monotonic()
-
-    def _draw(self, done: int):
-        if not self.enabled:
-            return
-        elapsed = time.monotonic() - self.started
-        eta = f"{elapsed / done * (self.total - done):.0f}s" if done else "?"
-        filled = int(30 * done / self.total) if self.total else 0
-        self.stream.write(f"\r{self.label:<32} [{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total} eta {eta}   ")
-        self.stream.flush()
+        bar.reset(total=bar.total)
 
     def done(self, status: str):
+        """End the trial's bar with its STATUS, on a line of its own."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
         if self.enabled:
-            self.stream.write(f"\r{self.label:<32} {status:<60}\n")
+            self.stream.write(f"{self.label:<32} {status}\n")
             self.stream.flush()

@@ -37,13 +37,17 @@ def _refuse_nested(runs: Path, out: Path) -> None:
 
 def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", notes: Path | str | None = None,
                catalog: Path | str | None = None, sheets: Path | str | None = None,
-               processes: int | None = None, languages: tuple[str, ...] | list[str] = (language.DEFAULT,)) -> dict:
+               processes: int | None = None, languages: tuple[str, ...] | list[str] = (language.DEFAULT,),
+               base_url: str | None = None) -> dict:
     """Render every page in each of LANGUAGES; campaigns whose inputs did not change since the last build are skipped.
 
     The first language is built into OUT, each other one into OUT/CODE/, every page linking to its twin in the others.
     PROCESSES renders campaigns on that many cores (default: every core when there are thousands of trials).
+    BASE_URL: where the site is published (https://host/team/site/ or /team/site/), for the one page a host serves at
+    any path, 404.html; every other page links relatively and needs none.
     """
     codes = _languages(languages)
+    base_path = served_path(base_url)
     runs, out = Path(runs), Path(out)
     if not runs.is_dir():
         raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records")
@@ -54,12 +58,26 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
         with language.speaking(code):
             results[code] = _build_language(inputs=inputs, out=out if code == codes[0] else out / code, notes=notes,
                                             catalog=catalog, sheets=sheets, processes=processes,
-                                            alternates=others)
+                                            alternates=others, base_path=base_path)
     result = dict(results[codes[0]])
     result["languages"] = {code: {"index": found["index"], "rendered": found["rendered"], "copied": found["copied"],
                                   "written": found["written"], "unchanged": found["unchanged"]}
                            for code, found in results.items()}
     return result
+
+
+def served_path(base_url: str | None) -> str:
+    """Return the path a site published at BASE_URL is served under ('/' when None), ending in '/'."""
+    from urllib.parse import urlsplit
+
+    if base_url is None:
+        return "/"
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("", "http", "https") or (parts.scheme and not parts.netloc) or not parts.path.startswith("/") \
+            or parts.query or parts.fragment or "\\" in base_url or any(part in (".", "..") for part in parts.path.split("/")):
+        raise UserError(f"--base-url {base_url!r} is not where a site can be published: give the address of its index "
+                        "page's folder, such as https://example.org/team/site/ or /team/site/; nothing was written")
+    return parts.path if parts.path.endswith("/") else f"{parts.path}/"
 
 
 def _languages(requested) -> tuple[str, ...]:
@@ -95,7 +113,7 @@ class _Inputs:
 
 
 def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, processes,
-                    alternates: tuple) -> dict:
+                    alternates: tuple, base_path: str = "/") -> dict:
     """Build the site in the current language into OUT."""
     runs, out = inputs.runs, Path(out)
     _refuse_nested(runs, out)
@@ -139,9 +157,10 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
     common = {"stamp": build_stamp(max((at for at in plan["newest"].values() if at), default=None)), "catalog": price_catalog,
               "alternates": places.alternates}
     problems = problems + plan["sheet_problems"] + note_problems(all_notes, summaries)
-    # The 404 page is served for a missing path at any depth: its links start at the host's root (another language: below it).
+    # The 404 page is served for a missing path at any depth: its links start at the path the site is published under
+    # (the host's root unless --base-url says otherwise; another language: below it).
     primary = not any(prefix.startswith("../") for _, _, prefix in places.alternates)
-    served_root = "/" if primary else f"/{language.current()}/"
+    served_root = base_path if primary else f"{base_path}{language.current()}/"
     _write_shared_pages(writer, summaries, all_notes, answers, problems, {**common, "failed": failed, "served_root": served_root})
     state = {"format": incremental.STATE_FORMAT, "inputs": digest, "campaigns": keys, "summaries": summaries,
              "answers": {name: answers[name] for name in names}, "problems": problems, "failed": failed}
