@@ -213,3 +213,40 @@ def test_a_first_read_where_no_process_can_be_started_reads_every_file_itself(ru
     monkeypatch.setattr(processes, "spawned_pool", refused)
     table = reading.load_table(runs)
     assert refusals == [2] and table.frame.equals(one.frame) and table.problems == one.problems
+
+
+def test_a_merged_copy_of_a_records_file_is_parsed_once_and_read_as_its_own_file(runs, checked, monkeypatch, tmp_path):
+    """Regression for #33: a folder merged with its copy parsed and compared every record twice, one at a time."""
+    original = runs / TRIALS_FILE
+    with open(original, "ab") as handle:  # a bad line and a torn one: the copy must name them at its own place
+        handle.write(b'{"kind": "trial"}\n{"torn')
+    copy = original.with_name("run-vm-copy.jsonl")
+    shutil.copyfile(original, copy)
+    cold = everything(runs)
+    assert len(checked) == 21 + 4  # the copy's lines were not checked again: its columns are the original's
+    assert len(cold[0]) == 25
+    names = {problem.split(":")[0] for problem in cold[2]}
+    assert names == {TRIALS_FILE, TRIALS_FILE.replace(original.name, copy.name)}
+    assert [p.split(":", 1)[1] for p in cold[2] if p.startswith(TRIALS_FILE + ":")] == \
+        [p.split(":", 1)[1] for p in cold[2] if not p.startswith(TRIALS_FILE + ":")]
+    checked.clear()
+    assert everything(runs) == cold and checked == []  # the copy has a cache of its own now
+    # The same folder read with no cache at all, one file at a time, gives the same records and problems.
+    monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "other-cache"))
+    monkeypatch.setattr(reading, "_identical", lambda paths, cold: {})
+    assert everything(runs) == cold
+
+
+def test_a_merged_copy_with_one_record_changed_checks_each_distinct_line_once_per_read(runs, checked):
+    """Regression for #33: ids reused with other content made a merged folder's first read parse every line twice."""
+    original = runs / TRIALS_FILE
+    lines = original.read_bytes().split(b"\n")[:-1]
+    changed = json.loads(lines[5])
+    changed["created_at"] = "2000-01-01T00:00:00.000000Z"
+    lines[5] = json.dumps(changed).encode()
+    original.with_name("run-vm-copy.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
+    loaded = reading.load(runs)
+    assert len(checked) == 25 + 1  # the changed line is the only one of the copy checked
+    (problem,) = loaded.problems
+    assert problem.startswith("demo-rotten-tomatoes/records/run-vm-copy.jsonl:6: record_id ") and "other content" in problem
+    assert len(loaded.records) == 25

@@ -24,7 +24,8 @@ from iteralab.store import listing, reading
 def check(runs, as_json):
     """Validate every record under the runs folder and every rental's runs; list each problem with where it is."""
     loaded = rental_checks.check_folder(runs)
-    emit(as_json, reading.check_data(loaded), reading.describe_check(loaded))
+    data = reading.check_data(loaded)
+    emit(as_json, data, reading.describe_check(loaded, data))
     return 1 if loaded.problems else 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from iteralab.core import processes
 from iteralab.core.language import Text
 from iteralab.money.schedule import rental_period
 from iteralab.store import reading
@@ -73,7 +74,10 @@ def _outside_period(view: CampaignView, rental: dict, run_id: str, where: str) -
 def check_folder(runs_dir: Path | str) -> reading.Loaded:
     """Load the runs folder as check reads it: every record problem, then every campaign's rental problems."""
     loaded = reading.load(runs_dir)
-    for view in campaign_views(loaded):
-        if view.failure is None:
-            loaded.problems.extend(f"campaign {view.name}: {problem}" for problem in check_rentals(view)[1])
+    # Views of every campaign allocate millions of objects beside the records, which die by reference count: the cyclic
+    # collector only scanned the records again and again (at 204,000 records, a third of a check).
+    with processes.collector_paused():
+        for view in campaign_views(loaded):
+            if view.failure is None:
+                loaded.problems.extend(f"campaign {view.name}: {problem}" for problem in check_rentals(view)[1])
     return loaded

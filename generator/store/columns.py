@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 FORMAT = 2  # of the cache file; a change of columns or layout bumps it, and older cache files are then rebuilt
 MAGIC = b"iteralab-columns\n"
+TORN = "incomplete last line (a write was cut off); it is skipped"
 COLUMNS = (("line", "int32"), ("offset", "int64"), ("length", "int32"), ("record_id", "string"), ("kind", "string"),
            ("campaign", "string"), ("created_at", "string"), ("run_id", "string"), ("variant", "string"),
            ("status", "string"), ("sequence", "int64"), ("measured_window_ns", "int64"), ("predictions_path", "string"),
@@ -109,10 +110,10 @@ def write_cache(path: Path, sha256: str, size: int, lines: int, problems: list[t
         write_sealed(_cache_file(path), MAGIC, header, payload, "payload")
 
 
-def file_columns(path: Path) -> tuple[pa.Table, list[tuple[int, str]], str]:
+def file_columns(path: Path, seen: dict | None = None) -> tuple[pa.Table, list[tuple[int, str]], str]:
     """Return a row per record of records file PATH, its problems as (line, message) and the sha256 of its complete lines.
 
-    Only the lines the cache does not cover are parsed and checked.
+    Only the lines the cache does not cover are parsed and checked. SEEN: the lines this read parsed already (``_parse``).
     """
     import pyarrow as pa
 
@@ -121,7 +122,7 @@ def file_columns(path: Path) -> tuple[pa.Table, list[tuple[int, str]], str]:
         if cached is not None and (cached.size > len(data) or _sha256(data, cached.size) != cached.sha256):
             cached = None  # the records under the cache were rewritten: every line is parsed and checked again
         start, first_line = (cached.size, cached.lines + 1) if cached else (0, 1)
-        rows, problems, new_lines = _parse(data, start, first_line)
+        rows, problems, new_lines = _parse(data, start, first_line, {} if seen is None else seen)
         complete = data.rfind(b"\n") + 1
         if cached is None:
             table = _table(rows)
@@ -132,8 +133,24 @@ def file_columns(path: Path) -> tuple[pa.Table, list[tuple[int, str]], str]:
         if new_lines:
             write_cache(path, digest, complete, first_line - 1 + new_lines, problems, table)
         if complete < len(data):  # a write cut off: said every time it is read, never cached
-            problems.append((first_line + new_lines, "incomplete last line (a write was cut off); it is skipped"))
+            problems.append((first_line + new_lines, TORN))
     return table, problems, digest
+
+
+def write_copy_cache(path: Path, table: pa.Table, problems: list[tuple[int, str]], sha256: str) -> None:
+    """Cache, for records file PATH, the columns read from another file with the same bytes (a merged copy)."""
+    with open(path, "rb") as handle, mapped(handle) as data:
+        complete = data.rfind(b"\n") + 1
+        if complete == 0 or _sha256(data, complete) != sha256:
+            return  # changed since it was compared: its own read next time
+        lines = data.count(b"\n", 0, complete) if isinstance(data, bytes) else _count_lines(data, complete)
+    cached = [(line, message) for line, message in problems if message != TORN]
+    write_cache(path, sha256, complete, lines, cached, table)
+
+
+def _count_lines(data, size: int) -> int:
+    with memoryview(data) as view:
+        return bytes(view[:size]).count(b"\n")
 
 
 def _sha256(data, size: int) -> str:
@@ -155,8 +172,16 @@ def mapped(handle):
         mapped.close()
 
 
-def _parse(data, start: int, first_line: int) -> tuple[list[tuple], list[tuple[int, str]], int]:
-    """Parse and check the complete lines of DATA from byte START, numbered from FIRST_LINE; count them too."""
+SEEN_LIMIT = 1_000_000  # lines one read remembers: about 300 bytes each beside the rows, 300 MB at most
+
+
+def _parse(data, start: int, first_line: int, seen: dict) -> tuple[list[tuple], list[tuple[int, str]], int]:
+    """Parse and check the complete lines of DATA from byte START, numbered from FIRST_LINE; count them too.
+
+    SEEN: the lines this read already parsed and checked, by a 128-bit digest of their bytes, with the row they gave (all
+    but where the line lies). A folder merged with a copy whose files differ by a record still repeats most lines: each
+    is parsed and checked once per read, never trusted from another read.
+    """
     rows, problems = [], []
     complete = data.rfind(b"\n") + 1
     offset, number = start, first_line
@@ -164,28 +189,30 @@ def _parse(data, start: int, first_line: int) -> tuple[list[tuple], list[tuple[i
         end = data.find(b"\n", offset)
         raw = data[offset:end]
         if raw.strip():
-            record, problem = parse_line(raw)
-            if problem:
-                problems.append((number, problem))
-            else:
-                rows.append(_row(record, number, offset, end - offset, raw))
+            key = hashlib.blake2b(raw, digest_size=16).digest()
+            row = seen.get(key)
+            if row is None:
+                record, problem = parse_line(raw)
+                if problem:
+                    problems.append((number, problem))
+                else:
+                    row = _row(record, int.from_bytes(key[:8], "little", signed=True))
+                    if len(seen) < SEEN_LIMIT:
+                        seen[key] = row
+            if row is not None:
+                rows.append((number, offset, end - offset, *row))
         offset, number = end + 1, number + 1
     return rows, problems, number - first_line
 
 
-def line_digest(raw: bytes) -> int:
-    """Return 64 bits of RAW's blake2b as a signed integer: copies of a line are found by comparing it as a column."""
-    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little", signed=True)
-
-
-def _row(record: dict, line: int, offset: int, length: int, raw: bytes) -> tuple:
+def _row(record: dict, digest: int) -> tuple:
+    """Return the columns of RECORD after where its line lies, ending with the line's DIGEST."""
     phases = record.get("phases") or {}
     window = (phases.get("measured_window") or {}).get("duration_ns")
     predictions = record.get("predictions")
-    return (line, offset, length, record["record_id"], record["kind"], record["campaign"], record["created_at"],
+    return (record["record_id"], record["kind"], record["campaign"], record["created_at"],
             record.get("run_id"), record.get("variant"), record.get("status"), _int64(record.get("sequence")),
-            _int64(window), predictions.get("path") if isinstance(predictions, dict) else None,
-            line_digest(raw))
+            _int64(window), predictions.get("path") if isinstance(predictions, dict) else None, digest)
 
 
 def _int64(value) -> int | None:

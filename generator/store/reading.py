@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -196,12 +197,21 @@ def record_files(runs_dir: Path) -> list[Path]:
 PARALLEL_BYTES = 64 * 2**20
 
 
-def _file_columns(path: Path):
+_WORKER_SEEN: dict = {}  # in a spawned reader: the lines its share of one read parsed already (columns._parse)
+
+
+def _file_columns(path: Path, seen: dict | None = None):
     """Return ``columns.file_columns(PATH)``, or the OSError it raised (sent back whole from a worker)."""
     try:
-        return columns.file_columns(path)
+        return columns.file_columns(path, _WORKER_SEEN if seen is None else seen)
     except OSError as error:
         return error
+
+
+def _start_reader() -> None:
+    # The collector is paused in the workers: parsing makes millions of objects and no cycle.
+    gc.disable()
+    _WORKER_SEEN.clear()
 
 
 def _each_file(paths: list[Path]) -> list:
@@ -215,23 +225,58 @@ def _each_file(paths: list[Path]) -> list:
 
     results: list = [None] * len(paths)
     cold = [index for index, path in enumerate(paths) if not columns.cache_exists(path)]
+    twins = _identical(paths, cold)
+    cold = [index for index in cold if index not in twins]
     cores = processes.available_cores()
     if cores > 1 and len(cold) > 1 and sum(_size(paths[index]) for index in cold) >= PARALLEL_BYTES:
         for index, result in zip(cold, _on_every_core([paths[index] for index in cold], cores), strict=True):
             results[index] = result
+    seen: dict = {}  # one read's lines, shared by its threads
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        pending = {index: pool.submit(_file_columns, path) for index, path in enumerate(paths) if results[index] is None}
+        pending = {index: pool.submit(_file_columns, path, seen) for index, path in enumerate(paths)
+                   if results[index] is None and index not in twins}
     for index, future in pending.items():
         results[index] = future.result()
+    for index, first in twins.items():
+        results[index] = results[first]
+        if not isinstance(results[first], OSError):
+            columns.write_copy_cache(paths[index], *results[first])
     return results
+
+
+def _identical(paths: list[Path], cold: list[int]) -> dict[int, int]:
+    """Return, among the COLD files, each one whose bytes equal an earlier one's, with the index of that earlier one.
+
+    A folder merged with its own copy holds every run file twice: parsed once, the copy's columns are the same. Only
+    files of equal size are hashed, so a folder without copies pays a stat a file.
+    """
+    import hashlib
+
+    by_size: dict[int, list[int]] = {}
+    for index in cold:
+        by_size.setdefault(_size(paths[index]), []).append(index)
+    twins: dict[int, int] = {}
+    for size, indexes in by_size.items():
+        if size == 0 or len(indexes) < 2:
+            continue
+        first_of: dict[str, int] = {}
+        for index in indexes:
+            try:
+                with open(paths[index], "rb") as handle:
+                    digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            except OSError:
+                continue  # read below, where its error is reported
+            twins_with = first_of.setdefault(digest, index)
+            if twins_with != index:
+                twins[index] = twins_with
+    return twins
 
 
 def _on_every_core(paths: list[Path], cores: int) -> list:
     """Return ``_file_columns`` of each of PATHS, worked out in spawned processes; all None where none can be started."""
     count = min(cores, len(paths))
     try:
-        # The collector is paused in the workers too: parsing makes millions of objects and no cycle.
-        with processes.spawned_pool(count, initializer=gc.disable) as pool:
+        with processes.spawned_pool(count, initializer=_start_reader) as pool:
             return pool.map(_file_columns, paths, chunksize=max(1, len(paths) // (8 * count)))
     except OSError:
         return [None] * len(paths)  # no process could be started (a sandbox, no /dev/shm): this process reads them
@@ -311,13 +356,13 @@ def _drop_copies(table: RecordTable, file_problems: list[list[str]]) -> None:
 
 def check_data(loaded: Loaded) -> dict:
     """Return the counts per kind and the problems of a check, as plain data."""
-    return {"records": len(loaded.records), "by_kind": {kind: len(loaded.of_kind(kind)) for kind in KINDS},
-            "problems": loaded.problems}
+    counts = Counter(record["kind"] for record in loaded.records)  # one pass: a scan per kind took 0.1 s at 200,000
+    return {"records": len(loaded.records), "by_kind": {kind: counts[kind] for kind in KINDS}, "problems": loaded.problems}
 
 
-def describe_check(loaded: Loaded) -> str:
-    """List each problem as file:line: reason, then the counts."""
-    counts = check_data(loaded)["by_kind"]
+def describe_check(loaded: Loaded, data: dict | None = None) -> str:
+    """List each problem as file:line: reason, then the counts (DATA: check_data's, when the caller has it)."""
+    counts = (data or check_data(loaded))["by_kind"]
     problems = len(loaded.problems)
     summary = (f"{len(loaded.records)} records ({', '.join(f'{n} {k}' for k, n in counts.items())}); "
                f"{problems} problem{'s' * (problems != 1)}")
