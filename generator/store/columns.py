@@ -14,7 +14,7 @@ import hashlib
 import json
 import mmap
 import os
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,16 +56,25 @@ def _schemas_digest() -> str:
     return digest.hexdigest()
 
 
-def _cache_file(path: Path) -> Path:
+def _cache_file(path: Path) -> str:
     # The absolute path, not the resolved one: resolving stats every folder of every file, and another name of the
     # same file only costs a second cache entry.
     key = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return cache_root() / "columns" / f"{key}.arrow"
+    return os.path.join(_cache_folder(os.environ.get("ITERALAB_CACHE_DIR")), f"{key}.arrow")
+
+
+@lru_cache(maxsize=4)
+def _cache_folder(setting: str | None) -> str:
+    """Return the columns cache folder for the cache setting SETTING (a path built once, not once per records file)."""
+    return str(cache_root() / "columns")
 
 
 def cache_exists(path: Path) -> bool:
     """Say whether records file PATH has a cache file (whether it can be trusted is checked when it is read)."""
-    return _cache_file(path).is_file()
+    return os.path.isfile(_cache_file(path))
+
+
+
 
 
 class Cached:
@@ -74,6 +83,7 @@ class Cached:
     def __init__(self, header: dict, table: pa.Table):
         self.size, self.sha256, self.lines = header["size"], header["sha256"], header["lines"]
         self.problems = [(int(line), str(message)) for line, message in header["problems"]]
+        self.stamp = header.get("stamp")  # the records file's size, times, inode and device when the cache was written
         self.table = table
 
 
@@ -96,8 +106,12 @@ def read_cache(path: Path) -> Cached | None:
         return None  # of another layout: rebuilt from the records
 
 
-def write_cache(path: Path, sha256: str, size: int, lines: int, problems: list[tuple[int, str]], table: pa.Table) -> None:
-    """Remember TABLE and PROBLEMS for the first SIZE bytes (LINES lines, hashing to SHA256) of records file PATH."""
+def write_cache(path: Path, sha256: str, size: int, lines: int, problems: list[tuple[int, str]], table: pa.Table,
+                stamp: list[int] | None = None) -> None:
+    """Remember TABLE and PROBLEMS for the first SIZE bytes (LINES lines, hashing to SHA256) of records file PATH.
+
+    STAMP: the records file's ``_stamp`` as read, which lets a later read skip hashing a file that did not change.
+    """
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
@@ -105,7 +119,7 @@ def write_cache(path: Path, sha256: str, size: int, lines: int, problems: list[t
         writer.write_table(table)
     payload = sink.getvalue().to_pybytes()
     header = {"format": FORMAT, "schemas": _schemas_digest(), "size": size, "lines": lines, "sha256": sha256,
-              "problems": problems}
+              "problems": problems, "stamp": stamp}
     with contextlib.suppress(OSError):  # a cache that cannot be written only costs the next reader time
         write_sealed(_cache_file(path), MAGIC, header, payload, "payload")
 
@@ -118,8 +132,12 @@ def file_columns(path: Path, seen: dict | None = None) -> tuple[pa.Table, list[t
     import pyarrow as pa
 
     with open(path, "rb") as handle, mapped(handle) as data:
+        stamp = _stamp(handle, len(data))
         cached = read_cache(path)
-        if cached is not None and (cached.size > len(data) or _sha256(data, cached.size) != cached.sha256):
+        # A file whose size, times, inode and device are those the cache saw was not written since (its change time
+        # moves on any write, and no program can set it back): its bytes are not hashed again, as git trusts its index.
+        unchanged = cached is not None and stamp is not None and cached.stamp == stamp
+        if cached is not None and not unchanged and (cached.size > len(data) or _sha256(data, cached.size) != cached.sha256):
             cached = None  # the records under the cache were rewritten: every line is parsed and checked again
         start, first_line = (cached.size, cached.lines + 1) if cached else (0, 1)
         rows, problems, new_lines = _parse(data, start, first_line, {} if seen is None else seen)
@@ -130,22 +148,31 @@ def file_columns(path: Path, seen: dict | None = None) -> tuple[pa.Table, list[t
             table = pa.concat_tables([cached.table, _table(rows)]) if rows else cached.table
             problems = cached.problems + problems
         digest = cached.sha256 if cached is not None and complete == cached.size else _sha256(data, complete)
-        if new_lines:
-            write_cache(path, digest, complete, first_line - 1 + new_lines, problems, table)
+        if new_lines or (cached is not None and not unchanged and stamp is not None):
+            write_cache(path, digest, complete, first_line - 1 + new_lines, problems, table, stamp)
         if complete < len(data):  # a write cut off: said every time it is read, never cached
             problems.append((first_line + new_lines, TORN))
     return table, problems, digest
 
 
+def _stamp(handle, length: int) -> list[int] | None:
+    """Return the open file's size, modification and change times, inode and device; None when it grew past LENGTH."""
+    info = os.fstat(handle.fileno())
+    if info.st_size != length:
+        return None  # appended to since it was mapped: the next read sees it whole
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
+
+
 def write_copy_cache(path: Path, table: pa.Table, problems: list[tuple[int, str]], sha256: str) -> None:
     """Cache, for records file PATH, the columns read from another file with the same bytes (a merged copy)."""
     with open(path, "rb") as handle, mapped(handle) as data:
+        stamp = _stamp(handle, len(data))
         complete = data.rfind(b"\n") + 1
         if complete == 0 or _sha256(data, complete) != sha256:
             return  # changed since it was compared: its own read next time
-        lines = data.count(b"\n", 0, complete) if isinstance(data, bytes) else _count_lines(data, complete)
+        lines = _count_lines(data, complete)
     cached = [(line, message) for line, message in problems if message != TORN]
-    write_cache(path, sha256, complete, lines, cached, table)
+    write_cache(path, sha256, complete, lines, cached, table, stamp)
 
 
 def _count_lines(data, size: int) -> int:
