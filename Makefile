@@ -52,7 +52,7 @@ demo: setup
 test: setup chromium $(AXE)
 	$(BIN)/ruff check generator tests
 	$(BIN)/lint-imports --no-cache
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --dist loadfile
 
 # Mutation testing of the rule modules (not part of make test): mutmut mutates them, runs the fast tests that
 # cover each mutant, and lists the survivors (mutmut results; mutmut show NAME). Settings: [tool.mutmut] in pyproject.toml.

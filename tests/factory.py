@@ -102,3 +102,15 @@ def price_file(path):
     """Write CHEAPER_CATALOG to PATH and return PATH."""
     path.write_text(CHEAPER_CATALOG, encoding="utf-8")
     return path
+
+
+def with_prediction_file(runs, trial_record, content: bytes = b"id,label\ne1,fresh\n") -> dict:
+    """Write TRIAL_RECORD's prediction file under RUNS and name its real sha256: a bundle must carry what its records name."""
+    import hashlib
+    from pathlib import Path
+
+    path = Path(runs) / trial_record["predictions"]["path"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    trial_record["predictions"]["sha256"] = hashlib.sha256(content).hexdigest()
+    return trial_record

@@ -483,3 +483,39 @@ def test_the_figures_match_pandas_grouping_with_exclusions_failures_and_an_even_
         assert list(found["statuses"]) == sorted(found["statuses"])
         assert found["window"] == tuple(float(window.loc[key, c]) for c in ("min", "median", "max"))
         assert found["one_time"] == tuple(float(once.loc[key, c]) for c in ("min", "max"))
+
+
+def test_a_signed_note_whose_figures_changed_is_named_and_drafted_again_without_moving_files(tmp_path, cli):
+    """Regression for #37: after an exclusion the decision page's figures moved, the signed note's did not, and nothing said so."""
+    from bs4 import BeautifulSoup
+
+    from tests import hostile
+
+    runs, notes, site = tmp_path / "runs", tmp_path / "notes", tmp_path / "site"
+    shutil.copytree(hostile.FIXTURE, runs)
+    campaign = hostile.CAMPAIGN
+    assert cli("note", "new", campaign, "--runs", runs, "--notes", notes, "--author", "A. Reviewer")[0] == 0
+    note = notes / f"{campaign}-decision.md"
+    signed = note.read_text(encoding="utf-8")
+    assert "\nfigures: " in signed
+    code, out, err = cli("build", "--runs", runs, "--out", site, "--notes", notes)
+    assert code == 0, err
+    page = (site / "notes" / f"{campaign}-decision.html").read_text(encoding="utf-8")
+    assert "drafted from figures" not in page and "drafted from figures" not in (site / "index.html").read_text(encoding="utf-8")
+    # An exclusion moves the figures: the build and the note page name the note as drafted from other figures.
+    trial = next(t for t in reading.load(runs).of_kind("trial") if t["status"] == "ok" and t["record_id"] not in
+                 {x for e in reading.load(runs).of_kind("exclusion") for x in e["trials"]})
+    assert cli("exclude", "--campaign", campaign, "--rule", "host log shows a neighbour's job", "--trial", trial["record_id"],
+               "--document", "ticket 99", "--runs", runs)[0] == 0
+    code, out, err = cli("build", "--runs", runs, "--out", site, "--notes", notes)
+    assert code == 0, err
+    page = BeautifulSoup((site / "notes" / f"{campaign}-decision.html").read_text(encoding="utf-8"), "html.parser")
+    warning = page.select_one("#note-problems").get_text(" ", strip=True)
+    assert "drafted from figures" in warning and f"iteralab note new {campaign} --again" in warning
+    # Drafted again: the signed note is kept aside, never rendered, and the new draft matches the records.
+    code, out, err = cli("note", "new", campaign, "--runs", runs, "--notes", notes, "--again")
+    assert code == 0, err
+    assert (notes / "superseded" / note.name).read_text(encoding="utf-8") == signed and "superseded" in out
+    assert cli("build", "--runs", runs, "--out", site, "--notes", notes)[0] == 0
+    page = (site / "notes" / f"{campaign}-decision.html").read_text(encoding="utf-8")
+    assert "drafted from figures" not in page and "unsigned" in page  # the new draft waits for its signature

@@ -227,7 +227,7 @@ def test_a_bundle_written_from_records_alone_verifies_and_carries_the_catalog_as
 
     runs = tmp_path / "runs"
     manifest = factory.manifest()
-    for record in (manifest, factory.trial(manifest, "b1")):
+    for record in (manifest, factory.with_prediction_file(runs, factory.trial(manifest, "b1"))):
         records.append(runs, record)
     bundle, digest = write_bundle(campaign="camp", out=tmp_path / "out" / "camp.zip", runs=runs)
     assert verify_bundle(bundle) == []
@@ -408,7 +408,7 @@ def test_verify_names_altered_unexpected_and_malformed_entries_from_a_bundle_bui
     receipt.write_bytes(b"%PDF receipt")
     rental = factory.rental()
     rental["receipt"] = copy_receipt(runs, "camp", receipt)
-    for record in (manifest, factory.trial(manifest, "b1"), rental):
+    for record in (manifest, factory.with_prediction_file(runs, factory.trial(manifest, "b1")), rental):
         records.append(runs, record)
     (tmp_path / "notes").mkdir()  # beside the runs folder: the default notes folder
     (tmp_path / "notes" / "n.md").write_text("---\ncampaign: camp\ndecision: Rent b1\nselected_variant: b1\n"
@@ -453,3 +453,49 @@ def test_verify_names_altered_unexpected_and_malformed_entries_from_a_bundle_bui
     problems = verify_bundle(tmp_path / "malformed.zip")
     assert problems == ["tagmanifest-sha256.txt:2: not 'sha256  path'",
                         "manifest-sha256.txt: altered (its sha256 differs from tagmanifest-sha256.txt)"]
+
+
+def _with_every_named_file(runs, tmp_path, cli) -> Path:
+    """Add to RUNS a rental with a receipt, an expense with a receipt and an exclusion with a document, through the CLI."""
+    receipt, invoice, log = tmp_path / "receipt.pdf", tmp_path / "invoice-0042.txt", tmp_path / "provider-log.txt"
+    receipt.write_bytes(b"%PDF-1.4 receipt 47.14")
+    invoice.write_text("invoice 0042: two setup hours, 12.50 USD\n", encoding="utf-8")
+    log.write_text("09:10-09:25 UTC thermal throttling\n", encoding="utf-8")
+    trial = next(t for t in reading.load(runs).of_kind("trial") if t["status"] == "ok")
+    for args in (("rental", "add", "--campaign", "tiny", "--gpu", "rtx-4090", "--lots", "1", "--days", "3",
+                  "--start", "2026-09-28T09:00+07:00", "--receipt", receipt),
+                 ("expense", "add", "--campaign", "tiny", "--amount", "12.50", "--currency", "USD", "--justification",
+                  "setup hours", "--all-configurations", "--receipt", invoice),
+                 ("exclude", "--campaign", "tiny", "--rule", "throttled", "--trial", trial["record_id"], "--document", log)):
+        code, _, err = cli(*args, "--runs", runs)
+        assert code == 0, err
+    return runs
+
+
+@pytest.mark.slow
+def test_verify_fails_when_a_file_a_bundled_record_names_is_missing_from_the_bundle(measured, tmp_path, cli):
+    """Regression for #37: an expense's receipt was left out of the bundle, and verify said valid."""
+    import shutil
+
+    from iteralab.site.bundle import references
+
+    runs = _with_every_named_file(measured, tmp_path, cli)
+    complete = tmp_path / "complete.zip"
+    assert cli("bundle", "tiny", "--runs", runs, "-o", complete)[0] == 0
+    assert verify_bundle(complete) == []
+    named = {record["kind"]: references([record])[0] for record in reading.load(runs).records if references([record])}
+    assert set(named) == {"trial", "rental", "expense", "exclusion"}
+    with zipfile.ZipFile(complete) as archive:  # each named file is carried, at the place verify looks for it
+        carried = {name.split("/", 1)[1] for name in archive.namelist()}
+    assert {f"data/{place}" for place, _, _ in named.values()} <= carried
+    for kind, (place, relative, _) in named.items():
+        lost = tmp_path / f"lost-{kind}"
+        shutil.copytree(runs, lost)
+        (lost / relative).unlink()  # the runs folder lost it: the bag is whole by its manifests, not by its records
+        partial = tmp_path / f"partial-{kind}.zip"
+        assert cli("bundle", "tiny", "--runs", lost, "-o", partial)[0] == 0
+        problems = verify_bundle(partial)
+        assert len(problems) == 1 and problems[0].startswith(f"data/{place}: missing; data/records/"), problems
+        assert relative in problems[0]
+        code, out, err = cli("verify", partial)
+        assert code == 1 and f"data/{place}: missing" in out + err

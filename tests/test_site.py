@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -451,3 +452,105 @@ def test_a_base_url_that_cannot_be_published_under_is_one_line_and_writes_nothin
     code, _, err = cli("build", "--runs", hostile.FIXTURE, "--out", tmp_path / "site", "--base-url", url)
     assert code == 1 and "--base-url" in err and "is not where a site can be published" in err
     assert not (tmp_path / "site").exists()
+
+
+def test_the_footer_and_the_index_name_the_newest_record_of_any_kind(tmp_path, monkeypatch):
+    """Regression for #37: "records up to" and "Last record" said 11:33 where the newest record, an expense, was 13:57."""
+    from iteralab.site.build import build_site
+    from iteralab.site.render import moment
+    from iteralab.store import reading
+    from tests import hostile
+
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    loaded = reading.load(hostile.FIXTURE)
+    newest = max(record["created_at"] for record in loaded.records)
+    runs_end = max(record["created_at"] for record in loaded.records if record["kind"] in ("manifest", "trial"))
+    assert newest > runs_end and max(loaded.records, key=lambda r: r["created_at"])["kind"] == "expense"
+    build_site(runs=hostile.FIXTURE, out=tmp_path / "site")
+    campaign = (tmp_path / "site" / "campaigns" / hostile.CAMPAIGN / "index.html").read_text(encoding="utf-8")
+    footer = BeautifulSoup(campaign, "html.parser").find("footer").get_text(" ", strip=True)
+    assert f"records up to {moment(newest)}" in footer
+    index = BeautifulSoup((tmp_path / "site" / "index.html").read_text(encoding="utf-8"), "html.parser")
+    assert moment(newest) in index.select_one("tbody tr").get_text(" ", strip=True)
+
+
+def _english_amounts(page_html: str) -> list[str]:
+    """Return the amounts of a page written the English way ('47.14 USD', '2,071.00 USD'), outside code and charts."""
+    import re
+
+    soup = BeautifulSoup(page_html, "html.parser")
+    for quoted in soup(["svg", "script", "style", "code", "pre"]):
+        quoted.decompose()
+    return re.findall(r"\b\d[\d,]*\.\d+ USD\b", soup.get_text(" "))
+
+
+def test_every_amount_on_an_indonesian_page_is_written_the_indonesian_way(tmp_path):
+    """Regression for #37: rentals and expenses showed '47.14 USD' and '12.50 USD' beside '47,14' on Indonesian pages."""
+    from iteralab.site.build import build_site
+    from tests import hostile
+
+    site = tmp_path / "site"
+    build_site(runs=hostile.FIXTURE, out=site, languages=("en", "id"))
+    pages = sorted((site / "id").rglob("*.html"))
+    assert len(pages) >= 8
+    assert {str(path.relative_to(site)): found for path in pages
+            if (found := _english_amounts(path.read_text(encoding="utf-8")))} == {}
+    indonesian = (site / "id" / "campaigns" / hostile.CAMPAIGN / "index.html").read_text(encoding="utf-8")
+    assert "47,14 USD" in indonesian  # the rental, said as every other amount is
+    # The check itself finds English amounts: the English build's pages are full of them.
+    assert "47.14 USD" in _english_amounts((site / "campaigns" / hostile.CAMPAIGN / "index.html").read_text(encoding="utf-8"))
+
+
+def test_a_plain_build_builds_every_language_the_site_holds_and_one_left_out_is_removed(tmp_path, cli):
+    """Regression for #37: a plain build after --lang en --lang id left site/id/ behind, stale and unlinked."""
+    from tests import hostile
+
+    runs, site = tmp_path / "runs", tmp_path / "site"
+    shutil.copytree(hostile.FIXTURE, runs)
+    assert cli("build", "--runs", runs, "--out", site, "--lang", "en", "--lang", "id")[0] == 0
+    (runs / hostile.CAMPAIGN / "records" / "run-vm-20261203T062412Z-7432b5c24c0c.jsonl").touch()  # a change to build
+    code, out, err = cli("build", "--runs", runs, "--out", site)
+    assert code == 0, err
+    assert "Bahasa Indonesia:" in out and (site / "id" / "index.html").is_file()
+    english = BeautifulSoup((site / "index.html").read_text(encoding="utf-8"), "html.parser")
+    assert english.select_one('a.language[hreflang="id"]')["href"] == "id/index.html"  # still linked to its twin
+    code, out, err = cli("build", "--runs", runs, "--out", site, "--lang", "en")
+    assert code == 0, err
+    assert "Bahasa Indonesia (id/) removed" in out and not (site / "id").exists()
+    english = BeautifulSoup((site / "index.html").read_text(encoding="utf-8"), "html.parser")
+    assert english.select_one('a.language[hreflang="id"]') is None
+
+
+def test_an_excluded_trial_is_marked_in_the_run_order_table_and_the_trials_contents(tmp_path):
+    """Regression for #37: an excluded trial looked like any other in "Every trial in run order" and the trials page's list."""
+    from tests import hostile
+
+    build_site(runs=hostile.FIXTURE, out=tmp_path / "site", languages=("en", "id"))
+    (excluded,) = {trial for record in reading.load(hostile.FIXTURE).of_kind("exclusion") for trial in record["trials"]}
+    for folder, words in ((tmp_path / "site", "excluded: counts in no figure"),
+                          (tmp_path / "site" / "id", "dikecualikan: tidak dihitung dalam angka mana pun")):
+        campaign = BeautifulSoup((folder / "campaigns" / hostile.CAMPAIGN / "index.html").read_text(encoding="utf-8"), "html.parser")
+        marked = {row.find("a")["href"].split("#")[1] for row in campaign.select("tr") if row.select_one(".excluded")}
+        assert marked == {excluded}
+        assert campaign.select_one(".excluded a")["href"] == "#exclusions" and words in campaign.select_one(".excluded").get_text()
+        trials = BeautifulSoup((folder / "campaigns" / hostile.CAMPAIGN / "trials.html").read_text(encoding="utf-8"), "html.parser")
+        listed = [item for item in trials.select(".trial-index li") if words in item.get_text()]
+        assert [item.find("a")["href"] for item in listed] == [f"#{excluded}"]
+
+
+def test_the_decision_page_links_to_its_bundle_notes_and_qualification(tmp_path):
+    """Regression for #37: the decision page linked to neither the bundle, the signed note nor the qualification page."""
+    from tests import hostile
+
+    runs = tmp_path / "runs"
+    shutil.copytree(hostile.FIXTURE, runs)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "choice.md").write_text(f"---\ncampaign: {hostile.CAMPAIGN}\ndecision: Keep b1\nauthor: A. Reviewer\n"
+                                                  "date: 2026-10-02\n---\nWhy.\n", encoding="utf-8")
+    build_site(runs=runs, out=tmp_path / "site")
+    folder = tmp_path / "site" / "campaigns" / hostile.CAMPAIGN
+    page = BeautifulSoup((folder / "decision.html").read_text(encoding="utf-8"), "html.parser")
+    links = [a["href"] for a in page.select("nav.evidence a")]
+    assert links[0] == f"evidence-{hostile.CAMPAIGN}.zip" and "qualification.html" in links and "trials.html" in links
+    notes = [link for link in links if "/notes/" in link]
+    assert notes and all((folder / link).resolve().is_file() for link in links), links

@@ -34,9 +34,10 @@ def language_option(*, multiple: bool):
     """Add --lang: the language of what a reader sees (codes of language.LANGUAGES)."""
     choice = click.Choice(list(language.LANGUAGES))
     if multiple:
-        return click.option("--lang", "languages", type=choice, multiple=True, default=[language.DEFAULT], show_default=True,
+        return click.option("--lang", "languages", type=choice, multiple=True,
                             help="language of the site; give it twice (--lang en --lang id) to build both, the first at the "
-                                 "top of --out and each other one in its own folder (site/id/)")
+                                 "top of --out and each other one in its own folder (site/id/); default: every language "
+                                 "--out already holds (en in a new one); one it holds and --lang leaves out is removed")
     return click.option("--lang", "lang", type=choice, default=language.DEFAULT, show_default=True,
                         help="language of the answer (en, or id for Bahasa Indonesia); other messages stay in English")
 

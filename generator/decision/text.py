@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from decimal import Decimal
 
-from iteralab.core.language import Figure, Joined, Text, say
+from iteralab.core.language import Figure, Joined, Text, said, say
 from iteralab.decision.answer import measure_price
 from iteralab.decision.plan import span_range
 from iteralab.decision.report import Report, Row
@@ -29,6 +31,13 @@ def _observed_and_other(row: Row) -> dict:
         "planned_total": {"total": _text(row.planned_total), "includes": row.planned_total_reason},
         "observed_total": {"total": _text(row.observed_total), "includes": row.observed_total_reason},
     }
+
+
+def figures_digest(report: Report) -> str:
+    """Return 16 hex digits of the sha256 of every figure of REPORT, said in English: what a decision note is signed
+    against, so a note whose figures an exclusion, a void or a new run changed is named as stale."""
+    data = json.dumps(said(report_dict(report), "en"), sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
 
 
 def report_dict(report: Report, *, said_in: str = "en") -> dict:

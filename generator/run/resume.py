@@ -27,13 +27,15 @@ class Resumption:
     @property
     def remaining(self) -> list[tuple[int, str, int, str | None]]:
         """Return the steps still to run, in the planned order, each with the interrupted trial it runs again (or None)."""
-        started = self.finished | {start["sequence"] for start in self.in_flight} | set(self.interrupted)
+        # A start in flight is the latest interruption of its sequence (a chain found by _state wins where it has one).
+        interrupted = {**{start["sequence"]: start["trial_id"] for start in self.in_flight}, **self.interrupted}
+        started = self.finished | set(interrupted)
         steps = []
         for sequence, variant, repetition in self.plan:
             if sequence not in started:
                 steps.append((sequence, variant, repetition, None))
             elif self.retry and sequence not in self.finished:
-                steps.append((sequence, variant, repetition, self.interrupted[sequence]))
+                steps.append((sequence, variant, repetition, interrupted[sequence]))
         return steps
 
 

@@ -327,9 +327,7 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
         memory=gpu_memory_context(variant.device, clock.host_scope),
         predictions=prediction_file, id_check=id_check, quality=quality, corpus_accepted=bool(accepted),
         throughput_entries_per_s=_throughput(clock, predictions) if status == "ok" else None,
-    )
-    if retry_of:
-        trial["retry_of"] = retry_of
+        **({"retry_of": retry_of} if retry_of else {}))
     trial["record_id"] = trial_id
     del inference
     release(variant.device)

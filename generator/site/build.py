@@ -37,18 +37,20 @@ def _refuse_nested(runs: Path, out: Path) -> None:
 
 def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", notes: Path | str | None = None,
                catalog: Path | str | None = None, sheets: Path | str | None = None,
-               processes: int | None = None, languages: tuple[str, ...] | list[str] = (language.DEFAULT,),
+               processes: int | None = None, languages: tuple[str, ...] | list[str] | None = None,
                base_url: str | None = None) -> dict:
     """Render every page in each of LANGUAGES; campaigns whose inputs did not change since the last build are skipped.
 
     The first language is built into OUT, each other one into OUT/CODE/, every page linking to its twin in the others.
-    PROCESSES renders campaigns on that many cores (default: every core when there are thousands of trials).
+    LANGUAGES None: every language OUT already holds (English alone in a new one). A language OUT holds that LANGUAGES
+    leaves out is removed, never left behind with stale pages. PROCESSES renders campaigns on that many cores (default: every core when there are thousands of trials).
     BASE_URL: where the site is published (https://host/team/site/ or /team/site/), for the one page a host serves at
     any path, 404.html; every other page links relatively and needs none.
     """
-    codes = _languages(languages)
-    base_path = served_path(base_url)
     runs, out = Path(runs), Path(out)
+    held = held_languages(out)
+    codes = _languages(languages) if languages else (language.DEFAULT, *held)
+    base_path = served_path(base_url)
     if not runs.is_dir():
         raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records")
     inputs = _Inputs(runs)
@@ -59,7 +61,11 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
             results[code] = _build_language(inputs=inputs, out=out if code == codes[0] else out / code, notes=notes,
                                             catalog=catalog, sheets=sheets, processes=processes,
                                             alternates=others, base_path=base_path)
+    removed = [code for code in held if code not in codes[1:]]
+    for code in removed:  # built before, left out now: its pages would be served stale, unlinked from the others
+        shutil.rmtree(out / code, ignore_errors=True)
     result = dict(results[codes[0]])
+    result["removed_languages"] = removed
     result["languages"] = {code: {"index": found["index"], "rendered": found["rendered"], "copied": found["copied"],
                                   "written": found["written"], "unchanged": found["unchanged"]}
                            for code, found in results.items()}
@@ -78,6 +84,11 @@ def served_path(base_url: str | None) -> str:
         raise UserError(f"--base-url {base_url!r} is not where a site can be published: give the address of its index "
                         "page's folder, such as https://example.org/team/site/ or /team/site/; nothing was written")
     return parts.path if parts.path.endswith("/") else f"{parts.path}/"
+
+
+def held_languages(out: Path) -> tuple[str, ...]:
+    """Return the languages other than the first that an earlier build wrote into OUT/CODE/ (each with its build state)."""
+    return tuple(code for code in language.LANGUAGES if code != language.DEFAULT and (Path(out) / code / STATE_FILE).is_file())
 
 
 def _languages(requested) -> tuple[str, ...]:
@@ -255,6 +266,9 @@ def describe_build(result: dict) -> str:
     for code, found in list(result.get("languages", {}).items())[1:]:
         lines.append(f"{language.LANGUAGES[code]}: {found['written']} file(s) written, {found['unchanged']} unchanged"
                      f"{_copied(found.get('copied', 0))}; {found['index'].resolve()}")
+    for code in result.get("removed_languages", []):
+        lines.append(f"{language.LANGUAGES[code]} ({code}/) removed: not asked for with --lang, its pages would have "
+                     f"been left stale (build --lang {language.DEFAULT} --lang {code} builds both)")
     lines.append(f"Site: {result['index'].resolve()}")
     return "\n".join(lines)
 

@@ -23,6 +23,7 @@ from iteralab.money.catalog import load_catalog
 from iteralab.site.focus import focus_csv
 from iteralab.site.notes import load_notes
 from iteralab.site.render import fmt, jinja_environment, pretty_json
+from iteralab.store.columns import parse_line
 from iteralab.store.reading import load
 from iteralab.store.trials import trial_table, trials_csv
 from iteralab.store.views import CampaignView, campaign_views
@@ -43,6 +44,26 @@ def bag_name(name: str) -> str:
     """Return NAME with control and line-break characters replaced: the bagit library splits manifests at U+2028 too."""
     # The receipt keeps its real name in the runs folder and in its rental record; only the copy in the bag is renamed.
     return "".join("_" if ord(char) < 32 or len(f"a{char}b".splitlines()) > 1 else char for char in name)
+
+
+# Where a record keeps the path of a file it names, and where the bag carries that file (inputs/ is the corpus copy,
+# carried beside each manifest).
+NAMED_FILES = {"trial": "predictions", "rental": "receipt", "expense": "receipt", "exclusion": "document"}
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def references(named) -> list[tuple[str, str, str]]:
+    """Return (place in the bag's data/, path in the runs folder, sha256) of every file the records NAMED name."""
+    found = []
+    for record in named:
+        holder = record.get(NAMED_FILES.get(record.get("kind"), ""))
+        if not isinstance(holder, dict) or not isinstance(holder.get("path"), str) or not SHA256.match(str(holder.get("sha256"))):
+            continue
+        name = PurePosixPath(holder["path"]).name
+        folder = {"trial": "predictions", "exclusion": f"documents/{holder['sha256'][:16]}"}.get(
+            record["kind"], f"receipts/{holder['sha256'][:16]}")
+        found.append((f"{folder}/{name if record['kind'] == 'trial' else bag_name(name)}", holder["path"], holder["sha256"]))
+    return found
 
 
 def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path: Path | None, *,
@@ -66,11 +87,6 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
         latest = view.manifests[-1]
         files["protocol.json"] = _json({"protocol_fingerprints": view.fingerprints, "protocol": latest["protocol"]})
         files["corpus-fingerprint.json"] = _json({m["record_id"]: m["corpus"] for m in view.manifests})
-    for trial in view.trials:
-        if trial.get("predictions"):
-            source = runs / trial["predictions"]["path"]
-            if source.is_file():
-                files[f"predictions/{source.name}"] = source.read_bytes()
     configurations = {t["record_id"]: summary.label for summary in view.variants for t in summary.trials}
     files["verdicts.json"] = _json({t["record_id"]: {"variant": t["variant"], "configuration": configurations[t["record_id"]],
                                                      "status": t["status"],
@@ -84,15 +100,12 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
     files["decision.json"] = _json(report_dict(report))
     files["decision.txt"] = (describe_report(report) + "\n").encode("utf-8")
     files["costs.focus.csv"] = focus_csv(view, report).encode("utf-8")
-    for rental in view.rentals:
-        if rental.get("receipt"):
-            source = runs / rental["receipt"]["path"]
-            if source.is_file():
-                files[f"receipts/{rental['receipt']['sha256'][:16]}/{bag_name(source.name)}"] = source.read_bytes()
-    for exclusion in view.exclusions:
-        document = exclusion["document"]
-        if "path" in document and (runs / document["path"]).is_file():
-            files[f"documents/{document['sha256'][:16]}/{bag_name(Path(document['path']).name)}"] = (runs / document["path"]).read_bytes()
+    # Every file a record names (predictions, receipts of rentals and expenses, exclusions' documents), voided records'
+    # too: the bundle carries its records whole, and verify fails on a file one of them names that the bag lacks.
+    named = (*view.trials, *view.rentals, *view.expenses, *view.voided, *view.exclusions)
+    for place, relative, _ in sorted(set(references(named))):
+        if place not in files and (runs / relative).is_file():
+            files[place] = (runs / relative).read_bytes()
     for note in loaded_notes if loaded_notes is not None else load_notes(notes_dir):
         if note.meta.get("campaign") == view.name:
             files[f"notes/{bag_name(note.source)}"] = (Path(notes_dir) / note.source).read_bytes()
@@ -235,7 +248,29 @@ def verify_bundle(path: Path | str) -> list[str]:
             return [_describe(detail) for detail in error.details] or [str(error)]
         except bagit.BagError as error:
             return [f"not a valid BagIt bag: {error}"]
+        return _check_references(bag_dir, bag_dir.name.removesuffix("-evidence"))
     return []
+
+
+def _check_references(bag_dir: Path, campaign: str) -> list[str]:
+    """Name every file a bundled record of CAMPAIGN names that the bag lacks, or carries with other bytes."""
+    bagged: dict[str, tuple[dict, str]] = {}  # the first record of each id, as the loader keeps it
+    for path in sorted((bag_dir / "data" / "records").glob("*.jsonl")):
+        for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+            record, _ = parse_line(raw) if raw.strip() else (None, None)
+            if record is not None and record["campaign"] == campaign:
+                bagged.setdefault(record["record_id"], (record, f"data/records/{path.name}:{number}"))
+    problems = []
+    for record, where in bagged.values():
+        for place, relative, sha256 in references([record]):
+            carried = bag_dir / "data" / place
+            if not carried.is_file():
+                problems.append(f"data/{place}: missing; {where} ({record['kind']} {record['record_id']}) names {relative}, "
+                                "which the bundle must carry: bundle it again from a runs folder that holds it")
+            elif hashlib.sha256(carried.read_bytes()).hexdigest() != sha256:
+                problems.append(f"data/{place}: its sha256 differs from the one {where} ({record['kind']} "
+                                f"{record['record_id']}) records for {relative}")
+    return problems
 
 
 def _extract(archive: zipfile.ZipFile, infos: list, root: Path) -> list[str]:

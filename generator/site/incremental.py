@@ -44,11 +44,13 @@ def records_keys(table: RecordTable, positions: dict[str, np.ndarray]) -> dict[s
 
 
 def newest_records(table: RecordTable, positions: dict[str, np.ndarray]) -> dict[str, str | None]:
-    """Return, per campaign, the time of its newest manifest or trial (None when it has neither)."""
-    frame = table.frame
-    shown = frame["kind"].isin(("manifest", "trial")).to_numpy()
-    created = frame["created_at"].to_numpy(dtype=object)
-    return {name: (max(created[rows[shown[rows]]]) if shown[rows].any() else None) for name, rows in positions.items()}
+    """Return, per campaign, the time of its newest record of any kind (None when it has none).
+
+    Rentals, deliverables, exclusions, withdrawals and expenses are records too: a footer that said "records up to" the
+    last trial named 11:33 where the newest record was 13:57 (#37).
+    """
+    created = table.frame["created_at"].to_numpy(dtype=object)
+    return {name: (max(created[rows]) if len(rows) else None) for name, rows in positions.items()}
 
 
 def present_predictions(table: RecordTable, positions: dict[str, np.ndarray], present: set[str]) -> dict[str, frozenset]:
@@ -107,12 +109,16 @@ def campaign_keys(table: RecordTable, positions: dict, shared: str, problems: li
     return keys
 
 
-def summary(view: CampaignView, sizing: list[dict]) -> dict:
-    """Return what the index, sizing and note pages show of a campaign: plain data, kept in the build state."""
+def summary(view: CampaignView, sizing: list[dict], figures: str | None = None) -> dict:
+    """Return what the index, sizing and note pages show of a campaign: plain data, kept in the build state.
+
+    FIGURES: the digest of its decision's figures, which a note drafted from it records (``text.figures_digest``).
+    """
     corpus = view.corpus
     ran = bool(view.manifests or view.trials)
     return {"name": view.name, "title": view.title,
             "corpus": {key: corpus.get(key) for key in ("source_name", "path", "entries", "split", "fingerprint")} if corpus else None,
             "first_at": view.first_at if ran else None, "last_at": view.last_at if ran else None,
             "trials_ok": sum(trial["status"] == "ok" for trial in view.trials), "trials_failed": len(view.failures),
-            "variants": {variant.name: f"variant-{variant.key}" for variant in reversed(view.variants)}, "sizing": sizing}
+            "variants": {variant.name: f"variant-{variant.key}" for variant in reversed(view.variants)}, "sizing": sizing,
+            "figures": figures}

@@ -16,10 +16,10 @@ from iteralab.core.paths import notes_folder
 from iteralab.decision.plan import span_range
 from iteralab.decision.rental_checks import check_rentals
 from iteralab.decision.report import decision_report
-from iteralab.decision.text import planned_text
+from iteralab.decision.text import figures_digest, planned_text
 from iteralab.store.listing import campaign_view_of
 
-FIELDS = ("title", "campaign", "decision", "selected_variant", "workload_covered", "date", "author")
+FIELDS = ("title", "campaign", "decision", "selected_variant", "workload_covered", "date", "author", "figures")
 REQUIRED = ("campaign", "decision", "date", "author")
 UNSIGNED = "to fill in"  # the author note new writes until someone signs the note
 COMMENT = re.compile(r"<!--.*?-->", re.S)
@@ -104,6 +104,11 @@ def note_problems(notes: list[Note], summaries: dict) -> list[str]:
             problems.append(Text("{where}: selected_variant {variant} is not a variant of {campaign} ({variants})", where=where,
                                  variant=repr(note.meta["selected_variant"]), campaign=campaign,
                                  variants=", ".join(sorted(variants[campaign])) or Text("none")))
+        elif note.meta.get("figures") and summaries[campaign].get("figures") not in (None, note.meta["figures"]):
+            problems.append(Text("{where}: drafted from figures {signed}, but the records now give figures {now} (a run, an "
+                                 "exclusion, a void or an expense changed them): its numbers may no longer be the decision "
+                                 "page's; redraft it with iteralab note new {campaign} --again, check it and sign it again",
+                                 where=where, signed=note.meta["figures"], now=summaries[campaign]["figures"], campaign=campaign))
         if note.meta["author"].strip().lower() == UNSIGNED:
             problems.append(Text("{where}: unsigned note: the author is still {placeholder}; write who signs the decision",
                                  where=where, placeholder=repr(UNSIGNED)))
@@ -120,7 +125,8 @@ def draft_text(report, *, author: str, today: str, rentals: list[str] = ()) -> s
     lines = ["---", f"title: {title}", f"campaign: {report.campaign}", f"decision: {decision}"]
     if chosen:
         lines.append(f"selected_variant: {chosen.summary.name}")
-    lines += [f"workload_covered: {report.question.workload(report.corpus_entries)}", f"date: {today}", f"author: {author}", "---", "",
+    lines += [f"workload_covered: {report.question.workload(report.corpus_entries)}", f"date: {today}", f"author: {author}",
+              f"figures: {figures_digest(report)}", "---", "",
               "<!-- Draft written by iteralab note new from the decision report; edit it before publishing. -->", "",
               "## Answer", "", report.answer, "", "## Why", ""]
     for row in report.ranked:
@@ -152,21 +158,42 @@ def rental_lines(view, links: dict) -> list[str]:
 
 
 def draft_note(*, campaign: str, runs: Path | str, notes: Path | str | None = None, author: str = "to fill in",
-               catalog: Path | str | None = None) -> Path:
-    """Decide CAMPAIGN and draft its note into the notes folder (default: notes/ beside the runs folder)."""
+               catalog: Path | str | None = None, again: bool = False) -> tuple[Path, Path | None]:
+    """Decide CAMPAIGN and draft its note into the notes folder (default: notes/ beside the runs folder).
+
+    AGAIN: an existing note is moved to the folder's superseded/ (kept, never rendered) and drafted anew. Return the
+    draft and where the earlier note went.
+    """
     report = decision_report(campaign=campaign, runs=runs, catalog=catalog)
     view = campaign_view_of(runs, campaign)
     return write_draft(report, folder=notes_folder(runs, notes), author=author,
-                       rentals=rental_lines(view, check_rentals(view)[0]))
+                       rentals=rental_lines(view, check_rentals(view)[0]), again=again)
 
 
-def write_draft(report, *, folder: Path, author: str, rentals: list[str] = ()) -> Path:
-    """Write FOLDER/CAMPAIGN-decision.md from REPORT, never over an existing note."""
+def write_draft(report, *, folder: Path, author: str, rentals: list[str] = (), again: bool = False) -> tuple[Path, Path | None]:
+    """Write FOLDER/CAMPAIGN-decision.md from REPORT, never over an existing note (AGAIN: moved aside first)."""
     folder = Path(folder)
     path = folder / f"{report.campaign}-decision.md"
-    if path.exists():
-        raise UserError(f"{path} already exists; it was not overwritten (edit it, or move it away to draft again)")
+    earlier = None
+    if path.exists() and again:
+        earlier = _superseded_place(folder, path)
+        with writing(earlier, "the superseded note"):
+            earlier.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(earlier)  # on the same disk: the note is never copied half, and never lost
+    elif path.exists():
+        raise UserError(f"{path} already exists; it was not overwritten (edit it, or draft it again with --again, which "
+                        "keeps it in superseded/)")
     text = draft_text(report, author=author, today=dt.date.today().isoformat(), rentals=rentals)
     with writing(path, "the decision note draft"), open(path, "x", encoding="utf-8") as handle:
         handle.write(text)
-    return path
+    return path, earlier
+
+
+def _superseded_place(folder: Path, path: Path) -> Path:
+    """Return a free name for PATH in FOLDER/superseded/: its name, then -2, -3... (a note there is never replaced)."""
+    number = 1
+    while True:
+        place = folder / "superseded" / (path.name if number == 1 else f"{path.stem}-{number}{path.suffix}")
+        if not place.exists():
+            return place
+        number += 1

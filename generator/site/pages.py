@@ -15,6 +15,7 @@ from iteralab.core.errors import CampaignFailed, within_campaign
 from iteralab.core.language import Text
 from iteralab.decision.plan import span_range
 from iteralab.decision.report import Report, decide
+from iteralab.decision.text import figures_digest
 from iteralab.money.catalog import Catalog, gb_to_gib
 from iteralab.money.sizing import weights_bytes
 from iteralab.site import charts, stored, workers
@@ -93,13 +94,14 @@ def _render_part(common: dict, part: RecordTable, notes: tuple, sheets: tuple, s
     loaded = Loaded(part.records(part.frame), part.places(part.frame), common["problems"])
     view = campaign_views(loaded, present=present)[0]
     job = CampaignJob(view, notes, sheets, stamp, common["catalog"], common["places"].alternates)
-    written, kept, answer, failure = render_campaign_job(job, common["places"], files)
+    written, kept, answer, failure, figures = render_campaign_job(job, common["places"], files)
     # Kept in the build state as plain words of this language, so a later build shows them without deciding again.
-    return written, kept, language.say(answer), failure, language.said(summary(view, sizing_rows([view])))
+    return written, kept, language.say(answer), failure, language.said(summary(view, sizing_rows([view]), figures))
 
 
-def render_campaign_job(job: CampaignJob, places: Places, files: list | None = None) -> tuple[int, int, str, str | None]:
-    """Decide the campaign, write its pages; return files written, files unchanged, the one-line answer and any failure.
+def render_campaign_job(job: CampaignJob, places: Places, files: list | None = None) -> tuple[int, int, str, str | None, str | None]:
+    """Decide the campaign, write its pages; return files written, files unchanged, the one-line answer, any failure and
+    the digest of the decision's figures (None for a failure).
 
     A campaign whose view, decision or pages fail gets a page saying why instead; a refused write stops the build.
     FILES, when a list, gets every file written (relative path, bytes).
@@ -112,10 +114,10 @@ def render_campaign_job(job: CampaignJob, places: Places, files: list | None = N
             table = trial_table(job.view)  # one table per campaign: the decision's figures and trials.csv
             report = decide(job.view, job.catalog, table)
             render_campaign(writer, job, report, trials_csv(table), places)
-        return writer.written, writer.kept, report.summary_line, None
+        return writer.written, writer.kept, report.summary_line, None, figures_digest(report)
     except CampaignFailed as failed:
         render_failure(writer, job, failed.reason)
-        return writer.written, writer.kept, Text("not built: {reason}", reason=failed.reason), failed.reason
+        return writer.written, writer.kept, Text("not built: {reason}", reason=failed.reason), failed.reason, None
 
 
 def render_failure(writer: Writer, job: CampaignJob, reason: str) -> None:
@@ -141,7 +143,8 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
         charts=campaign_charts(view), notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, trial_table_rows=trial_table_rows,
         sizing=sizing_rows([view]), report=report, **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
-        root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decision_charts(report), **common))
+        root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decision_charts(report),
+        notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, **common))
     _trials_page(writer, env, view, bundle_info["name"], common)
     writer.write(f"{base}/trials.csv", table_csv)
     writer.write(f"{base}/qualification.html", env.get_template("qualification.html").render(

@@ -16,12 +16,13 @@ from iteralab.store.trials import PHASES
 from iteralab.store.views import CampaignView
 
 
-def trial_index(view: CampaignView, retry_words: str = "") -> Markup:
-    """Return the trials page's list of links, one per trial in run order: its id, variant and status (and RETRY_WORDS
-    after a trial that runs an interrupted repetition again)."""
+def trial_index(view: CampaignView, retry_words: str = "", excluded_words: str = "") -> Markup:
+    """Return the trials page's list of links, one per trial in run order: its id, variant and status, then
+    RETRY_WORDS after a trial that runs an interrupted repetition again and EXCLUDED_WORDS after one an exclusion sets aside."""
     status_word = said(language.current())["status_word"]
     return Markup("".join(f'<li><a href="#{escape(t["record_id"])}">{escape(t["record_id"])}</a> ({escape(t["variant"])}, '
-                          f'{status_word(t["status"])}{f"; {escape(retry_words)}" if t.get("retry_of") else ""})</li>'
+                          f'{status_word(t["status"])}{f"; {escape(retry_words)}" if t.get("retry_of") else ""}'
+                          f'{f"; {escape(excluded_words)}" if t["record_id"] in view.excluded else ""})</li>'
                           for t in view.trials))
 
 
@@ -126,6 +127,7 @@ def trial_table_rows(view: CampaignView, w: dict) -> Markup:
     """Return the campaign page's row of every trial in run order, in the words W of campaign.html."""
     code = language.current()
     status_word = said(code)["status_word"]
+    excluded = f'<br><small class="excluded"><a href="#exclusions">{w["excluded"]}</a></small>'
     rows = []
     for index, trial in enumerate(view.trials, start=1):
         quality = trial.get("quality") or {}
@@ -143,7 +145,7 @@ def trial_table_rows(view: CampaignView, w: dict) -> Markup:
             f'<tr class="{"failure" if trial["status"] != "ok" else ""}">\n'
             f'      <td class="num">{shown(index, code)}</td><td><a href="trials.html#{trial_id}">{trial_id}</a></td>'
             f'<td>{escape(trial["variant"])}</td><td class="num">{shown(trial["repetition"], code)}</td>'
-            f'<td>{status_word(trial["status"])}</td>\n'
+            f'<td>{status_word(trial["status"])}{excluded if trial["record_id"] in view.excluded else ""}</td>\n'
             f'{cell(window.get("duration_ns"), "ns", window.get("reason") or w["window"], code)}\n'
             f'      {cell(overall.get("accuracy"), "ratio", missing.get("accuracy") or w["failed"], code)}\n'
             f'      {cell(overall.get("agreement"), "ratio", missing.get("agreement") or w["failed"], code)}\n'

@@ -167,7 +167,18 @@ def _environment(code: str):
     env.filters["moment"] = functools.partial(moment, code=code)
     env.filters["say"] = functools.partial(say_value, code=code)
     env.filters["said"] = functools.partial(language.say, language=code)  # a Text in this language; a name stays as written
+    env.filters["amount"] = functools.partial(amount, code=code)
     return env
+
+
+def amount(value, code: str):
+    """Say an amount a record keeps as a decimal string ('47.14') in the language CODE, as every other amount is."""
+    from decimal import InvalidOperation
+
+    try:
+        return language.money(Decimal(value), code) if isinstance(value, str) else language.say(value, code)
+    except InvalidOperation:
+        return value  # not an amount after all: shown as the record holds it
 
 
 def _gettext(code: str):

@@ -208,7 +208,10 @@ class CampaignView:
 
     @property
     def last_at(self) -> str:
-        return max(r["created_at"] for r in (*self.manifests, *self.trials))
+        """Return the time of the newest record of any kind: a rental or an exclusion recorded after the runs counts."""
+        return max(r["created_at"] for r in (*self.manifests, *self.trials, *self.rentals, *self.deliverables,
+                                             *self.exclusions, *self.withdrawals, *self.expenses, *self.voids,
+                                             *self.voided, *self.resumptions))
 
     @property
     def corpus(self) -> dict | None:

@@ -154,11 +154,13 @@ def main() -> None:
             start = time.perf_counter()
             first = build_site(runs=root / "runs", out=root / "site")
             full = time.perf_counter() - start
+            if first["failed"]:
+                raise SystemExit(f"{len(first['failed'])} campaign(s) failed, e.g. {next(iter(first['failed'].items()))}")
             processes = first["processes"]
             start = time.perf_counter()
             result = build_site(runs=root / "runs", out=root / "site")
             again = time.perf_counter() - start
-            assert result["rendered"] == []
+            assert result["rendered"] == [], (result["rendered"][:5], result["failed"])
             start = time.perf_counter()
             build_site(runs=root / "runs", out=root / "fresh")
             warm = time.perf_counter() - start
