@@ -554,3 +554,28 @@ def test_the_decision_page_links_to_its_bundle_notes_and_qualification(tmp_path)
     assert links[0] == f"evidence-{hostile.CAMPAIGN}.zip" and "qualification.html" in links and "trials.html" in links
     notes = [link for link in links if "/notes/" in link]
     assert notes and all((folder / link).resolve().is_file() for link in links), links
+
+
+def test_the_trials_page_folds_each_record_and_leads_back_to_its_list_and_the_bundle_states_the_decision(tmp_path):
+    """Regression for #37: the trials page was 102,479 px tall for 25 trials, each record open, with no way back; the
+    bundle's index.html never stated the decision."""
+    import zipfile
+
+    from tests import hostile
+
+    build_site(runs=hostile.FIXTURE, out=tmp_path / "site")
+    folder = tmp_path / "site" / "campaigns" / hostile.CAMPAIGN
+    page = BeautifulSoup((folder / "trials.html").read_text(encoding="utf-8"), "html.parser")
+    sections = page.select("article.trial")
+    assert len(sections) == 20
+    for section in sections:
+        record = section.select_one('section[id$="-record"]')
+        assert record.select_one("details > pre.record") is not None and record.select_one("details").get("open") is None
+        assert record.select_one('a[href="#contents"]') is not None
+    assert page.select_one("nav#contents ol.trial-index") is not None
+    with zipfile.ZipFile(folder / f"evidence-{hostile.CAMPAIGN}.zip") as archive:
+        index = BeautifulSoup(archive.read(f"{hostile.CAMPAIGN}-evidence/data/index.html").decode("utf-8"), "html.parser")
+        answer = archive.read(f"{hostile.CAMPAIGN}-evidence/data/decision.txt").decode("utf-8")
+    stated = index.select_one("#answer").get_text(" ", strip=True)
+    assert stated.startswith("The decision, from these records:") and len(stated) > 60
+    assert stated.split(":", 1)[1].strip()[:40] in " ".join(answer.split())

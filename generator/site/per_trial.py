@@ -117,10 +117,12 @@ def _record(trial: dict, trial_id: str, view: CampaignView, bundle_name: str, w:
     else:
         where = ""
     manifest = escape(trial["manifest_id"])
-    return (f'<section id="{trial_id}-record">\n<h3>{w["record"]}</h3>\n'
+    # The record is folded: unfolded, 25 trials made a page 100,000 px tall, mostly JSON nobody reads first.
+    return (f'<section id="{trial_id}-record">\n<details>\n<summary><h3>{w["record"]}</h3></summary>\n'
             f'<pre class="record" tabindex="0" role="region" aria-label="{fill(w["record_of"], trial=trial["record_id"])}">'
-            f'{escape(pretty_json(trial))}</pre>\n{where}'
-            f'<p>{w["manifest"]}: <a href="manifests/{manifest}.json">{manifest}</a></p>\n</section>\n')
+            f'{escape(pretty_json(trial))}</pre>\n</details>\n{where}'
+            f'<p>{w["manifest"]}: <a href="manifests/{manifest}.json">{manifest}</a> · <a href="#contents">{w["back"]}</a></p>\n'
+            '</section>\n')
 
 
 def trial_table_rows(view: CampaignView, w: dict) -> Markup:
