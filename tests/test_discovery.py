@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -22,7 +23,11 @@ def test_runs_lists_the_run_ids_rental_add_takes(cli):
     assert (run["run_id"], run["planned"], run["recorded"], run["statuses"], run["complete"], run["rental"]) == (
         RUN, 20, 20, {"ok": 20}, True, None)
     code, text, _ = cli("runs", CAMPAIGN, "--runs", FIXTURE)
-    assert text.startswith(f"{RUN}: started 2026-12-03T06:24:12") and "20 of 20 planned trials recorded (20 ok)" in text
+    # Regression for #37: a reader's time is to the second, the record's (and --json's) to the microsecond.
+    assert text.startswith(f"{RUN}: started 2026-12-03 06:24:12 UTC on") and "20 of 20 planned trials recorded (20 ok)" in text
+    assert run["started_at"].startswith("2026-12-03T06:24:12.") and run["started_at"].endswith("Z")
+    code, text, _ = cli("decide", CAMPAIGN, "--runs", FIXTURE)
+    assert re.search(r"recorded \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", text) and not re.search(r"\d\d\.\d{6}Z", text)
 
 
 def test_the_campaign_pages_evidence_list_names_the_run_id(tmp_path, cli):

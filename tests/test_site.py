@@ -579,3 +579,27 @@ def test_the_trials_page_folds_each_record_and_leads_back_to_its_list_and_the_bu
     stated = index.select_one("#answer").get_text(" ", strip=True)
     assert stated.startswith("The decision, from these records:") and len(stated) > 60
     assert stated.split(":", 1)[1].strip()[:40] in " ".join(answer.split())
+
+
+def test_the_trials_page_says_greater_or_equal_with_its_sign(tmp_path):
+    """Regression for #37: trial sections said '>=' where every other page says '≥'."""
+    from tests import hostile
+
+    build_site(runs=hostile.FIXTURE, out=tmp_path / "site")
+    page = BeautifulSoup((tmp_path / "site" / "campaigns" / hostile.CAMPAIGN / "trials.html").read_text(encoding="utf-8"),
+                         "html.parser")
+    verdicts = " ".join(item.get_text(" ") for item in page.select('section[id$="-quality"] li'))
+    assert "≥" in verdicts and ">=" not in verdicts
+
+
+def test_the_protocol_says_how_many_entries_were_truncated_in_words_that_agree(tmp_path):
+    """Regression for #37: "truncation truncate (1 entries truncated)"."""
+    from tests import hostile
+
+    build_site(runs=hostile.FIXTURE, out=tmp_path / "site")
+    page = BeautifulSoup((tmp_path / "site" / "campaigns" / hostile.CAMPAIGN / "index.html").read_text(encoding="utf-8"),
+                         "html.parser")
+    said = next(dd.get_text(" ", strip=True) for dt in page.select("dt") if dt.get_text() == "Max length" for dd in [dt.find_next("dd")])
+    count = reading.load(hostile.FIXTURE).of_kind("manifest")[0]["corpus"]["truncated_entries"]
+    assert "truncation truncate" not in said and "entries truncated" not in said
+    assert said.endswith(f"a longer entry is truncated: {count} {'entry was' if count == 1 else 'entries were'}")

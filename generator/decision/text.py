@@ -12,6 +12,7 @@ from iteralab.decision.plan import span_range
 from iteralab.decision.report import Report, Row
 from iteralab.money.catalog import money
 from iteralab.money.schedule import format_hours
+from iteralab.store.records import shown_time
 
 
 def _text(value) -> str | None:
@@ -208,11 +209,11 @@ def exclusions_text(exclusions) -> list[str]:
     lines = []
     for entry in exclusions:
         withdrawal = entry["withdrawal"]
-        state = (_("withdrawn {at} ({reason}): its trials count again", at=withdrawal["created_at"], reason=withdrawal["reason"])
+        state = (_("withdrawn {at} ({reason}): its trials count again", at=shown_time(withdrawal["created_at"]), reason=withdrawal["reason"])
                  if withdrawal else _("applies"))
         heading = (_("Exclusion {record}, recorded {at} after the results, {state}:", record=entry["record_id"],
-                     at=entry["recorded_at"], state=state) if entry["after_results"] else
-                   _("Exclusion {record}, recorded {at}, {state}:", record=entry["record_id"], at=entry["recorded_at"],
+                     at=shown_time(entry["recorded_at"]), state=state) if entry["after_results"] else
+                   _("Exclusion {record}, recorded {at}, {state}:", record=entry["record_id"], at=shown_time(entry["recorded_at"]),
                      state=state))
         lines += ["", heading, "  " + _("rule: {rule}", rule=entry["rule"])]
         for row in entry["configurations"]:

@@ -15,6 +15,8 @@ from iteralab.site.words import said
 from iteralab.store.trials import PHASES
 from iteralab.store.views import CampaignView
 
+COMPARISONS = {">=": "≥", "<=": "≤"}  # as every other page writes a threshold; the record keeps its ASCII form
+
 
 def trial_index(view: CampaignView, retry_words: str = "", excluded_words: str = "") -> Markup:
     """Return the trials page's list of links, one per trial in run order: its id, variant and status, then
@@ -96,7 +98,7 @@ def _quality(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
                    for name, cells in rows["quality"])
     verdicts = "".join(
         f'<li class="{"pass" if verdict["passed"] else "fail"}">{shown(verdict["metric"], code)} '
-        f'{fmt(verdict["value"], "ratio", verdict.get("reason"), code=code)} {shown(verdict["comparison"], code)} '
+        f'{fmt(verdict["value"], "ratio", verdict.get("reason"), code=code)} {shown(COMPARISONS.get(verdict["comparison"], verdict["comparison"]), code)} '
         f'{shown(verdict["threshold"], code)}: {w["passed"] if verdict["passed"] else w["failed"]}</li>'
         for verdict in quality["verdicts"])
     return (f'<section id="{trial_id}-quality">\n<h3>{w["quality"]}</h3>\n'

@@ -80,7 +80,7 @@ def describe_runs(view: CampaignView, rows: list[dict]) -> str:
     lines = []
     for row in rows:
         statuses = ", ".join(f"{count} {status}" for status, count in sorted(row["statuses"].items())) or "none"
-        line = (f"{row['run_id']}: started {row['started_at']} on {row['hostname'] or 'an unnamed host'}, {row['hardware']}; "
+        line = (f"{row['run_id']}: started {records.shown_time(row['started_at'])} on {row['hostname'] or 'an unnamed host'}, {row['hardware']}; "
                 f"{row['recorded']} of {row['planned']} planned trials recorded ({statuses})")
         if not row["complete"]:
             line += "; unfinished: iteralab run CAMPAIGN.toml --resume continues it"

@@ -32,6 +32,11 @@ def utc_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def shown_time(stamp: str) -> str:
+    """Return a record's UTC time to the second for a reader ('2026-12-04 14:56:43 UTC'); the record keeps microseconds."""
+    return f"{stamp[:19].replace('T', ' ')} UTC" if isinstance(stamp, str) and stamp.endswith("Z") else stamp
+
+
 def new_id(prefix: str) -> str:
     """Return a unique, sortable identifier such as ``trial-20261202T113600Z-3f9a1c0b7d2e``."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
