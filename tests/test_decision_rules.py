@@ -494,9 +494,17 @@ def test_configuration_of_a_gpu_variant_finds_its_card_by_index_and_counts_the_s
 
 def test_the_next_step_says_what_to_rent_or_what_to_measure_next_and_why():
     """Part of #21: the answer's first sentence, word for word."""
-    assert answer._next_step(None, [], []) == "Nothing to rent yet: no configuration measured so far meets every condition."
-    cards = decision._to_measure([], _question(window_hours=Decimal("96")), load_catalog())
-    assert answer._next_step(None, [], cards) == (
+    window = _question(window_hours=Decimal("96"))
+    assert answer._next_step(None, [], [], window) == "Nothing to rent yet: no configuration measured so far meets every condition."
+    cards = decision._to_measure([], window, load_catalog())
+    # Regression for #37: measuring a two-minute job was priced at the whole 96 h window (94.28 USD); its own rental is
+    # the cheapest package, said apart from the window's.
+    assert answer._next_step(None, [], cards, window) == (
         "Nothing to rent yet: no configuration measured so far meets every condition. Measure next on RTX 4090, the "
-        "cheapest card not measured for this window (94.28 USD for one lot), then copy that machine's runs/ folder here "
+        "cheapest card not measured for this window: measuring takes one 3-day package, 47.14 USD for one lot (94.28 USD "
+        "would hold the whole 96 h window); then copy that machine's runs/ folder here and build again.")
+    no_window = _question(window_hours=None)
+    assert answer._next_step(None, [], decision._to_measure([], no_window, load_catalog()), no_window) == (
+        "Nothing to rent yet: no configuration measured so far meets every condition. Measure next on RTX 4090, the "
+        "cheapest card not measured for this window (47.14 USD for one lot), then copy that machine's runs/ folder here "
         "and build again.")

@@ -253,8 +253,15 @@ def test_the_decision_page_reads_as_a_decision(tmp_path, cli):
 
     site = _site(tmp_path, cli)
     page = BeautifulSoup((site / "campaigns" / CAMPAIGN / "decision.html").read_text(encoding="utf-8"), "html.parser")
-    assert page.select_one("#answer").get_text().startswith(
+    assert page.select_one("#answer p").get_text().startswith(
         "Answer. Nothing to rent yet: no feasible configuration runs on a card the catalog prices. Measure next on RTX 4090")
+    # Regression for #37: the answer was one 115-word paragraph; now a short answer, then a list: the other points, and
+    # the cards to measure, one per item with its price.
+    points = [item.get_text(" ", strip=True) for item in page.select("#answer ul.points > li")]
+    cards = [item.get_text(" ", strip=True) for item in page.select("#answer ul.points > li > ul > li")]
+    assert points and cards and all(":" in card and "USD" in card for card in cards)
+    assert any(card.startswith("RTX 4090: 94.28 USD for one lot") for card in cards)
+    assert len(page.select_one("#answer p").get_text().split()) < 70
     assert page.select_one("#feasible h2").get_text() == (
         "Feasible but not priced: they meet every condition on hardware the catalog does not price")
     optional = page.select_one("#question p.note")

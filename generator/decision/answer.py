@@ -32,7 +32,7 @@ def answer(question: Question, ranked: list, infeasible: list, rows: list, to_me
             corpus_entries: int | None) -> dict:
     """Return the plain-language answer, the index's one-line summary and the rows they name."""
     found = SimpleNamespace(cheapest=None, runner_up=None, gap_money=None, gap_hours=None, tie=None, fastest=None,
-                             summary_line="", next_step="")
+                             summary_line="", next_step="", points=())
     window = (Text("within the {hours} h access window", hours=Decimal(format_hours(question.window_hours)))
               if question.window_hours is not None else Text("(no access window stated)"))
     workload = question.workload(corpus_entries)
@@ -70,16 +70,20 @@ def answer(question: Question, ranked: list, infeasible: list, rows: list, to_me
                     if fastest.plan else fastest.plan_reason)
             lines.append(Text("Fastest feasible: {label}, projected {span} (median), {cost}.", label=fastest.label,
                               span=span(fastest.hours[1]), cost=cost))
+    measuring = None
     if to_measure:
         names = Joined(", ", [Text("{card} ({price})", card=c["card"].name, price=measure_price(c)) for c in to_measure])
-        lines.append(Text("To measure: {names}; a price says nothing about a card's throughput.", names=names))
+        measuring = Text("To measure: {names}; a price says nothing about a card's throughput.", names=names)
+        lines.append(measuring)
     if question.missing and not question.declared:
         lines.append(Text("The campaign file states no [decision] table, so this answer assumes one corpus and no window."))
-    found.next_step = _next_step(found.cheapest, ranked, to_measure)
+    found.next_step = _next_step(found.cheapest, ranked, to_measure, question)
+    # The page lists the other sentences under the first, and the cards to measure in a list of their own.
+    found.points = tuple(line for line in lines if line is not measuring)
     return {"answer": Joined(" ", [found.next_step, *lines]), **vars(found)}
 
 
-def _next_step(cheapest: object | None, ranked: list, to_measure: list[dict]) -> str:
+def _next_step(cheapest: object | None, ranked: list, to_measure: list[dict], question: Question) -> str:
     """Say in one sentence what to rent, or what to measure next and why: the line a reader signs or acts on."""
     if cheapest is not None:
         plan = cheapest.plan
@@ -92,10 +96,17 @@ def _next_step(cheapest: object | None, ranked: list, to_measure: list[dict]) ->
            else Text("no configuration measured so far meets every condition"))
     if not priced:
         return Text("Nothing to rent yet: {why}.", why=why)
-    card, plan = priced[0]["card"], priced[0]["plan"]
-    return Text("Nothing to rent yet: {why}. Measure next on {card}, the cheapest card not measured for this window ({total} "
-                "{currency} for one lot), then copy that machine's runs/ folder here and build again.", why=why,
-                card=card.name, total=plan.total, currency=plan.price.currency)
+    card, plan, measuring = priced[0]["card"], priced[0]["plan"], priced[0].get("measuring")
+    if measuring is None or question.window_hours is None:
+        return Text("Nothing to rent yet: {why}. Measure next on {card}, the cheapest card not measured for this window ({total} "
+                    "{currency} for one lot), then copy that machine's runs/ folder here and build again.", why=why,
+                    card=card.name, total=plan.total, currency=plan.price.currency)
+    # Measuring takes minutes: its rental is the cheapest package, not the production window's (#37: 94.28 USD for 2 min).
+    return Text("Nothing to rent yet: {why}. Measure next on {card}, the cheapest card not measured for this window: measuring "
+                "takes one {days}-day package, {measure} {currency} for one lot ({total} {currency} would hold the whole {hours} h "
+                "window); then copy that machine's runs/ folder here and build again.", why=why, card=card.name,
+                days=measuring.days, measure=measuring.price_per_lot, currency=measuring.currency, total=plan.total,
+                hours=Decimal(format_hours(question.window_hours)))
 
 
 def _runner_up(found: SimpleNamespace, best, runner) -> str:

@@ -96,6 +96,7 @@ class Report:
     unequal: tuple = ()  # expenses that apply to some configurations only (store.expenses.unequal)
     unequal_note: str | None = None  # how the ranking treats them, in words
     next_step: str = ""  # the answer's first sentence: what to rent, or what to measure next and why
+    points: tuple = ()  # the answer's other sentences, each a point of the list under the first (the cards to measure apart)
     paid_for: dict = field(default_factory=dict)  # rental id -> labels of the configurations it validly paid for
     unlinked: tuple = ()  # rentals that paid for no configuration: counted in the campaign's spend only
 
@@ -225,6 +226,8 @@ def _to_measure(rows: list[Row], question: Question, catalog: Catalog) -> list[d
         plans = package_plans(catalog, card.slug, question.window_hours)
         best, single = (plans[0], single_package(plans)) if plans else (None, None)
         cards.append({"card": card, "plan": best, "single": single if best and best.explicit else None,
+                      # Measuring takes minutes: any package holds it, so the cheapest one is the measuring rental's price.
+                      "measuring": catalog.cheapest_covering(card.slug, None),
                       "reason": None if best else Text("catalog {catalog} lists no package for {card}",
                                                          catalog=catalog.version, card=card.name)})
     return cards

@@ -20,6 +20,7 @@ import iteralab
 from iteralab.core import language
 from iteralab.core.files import cache_root
 from iteralab.core.language import Figure, Text
+from iteralab.decision.answer import measure_price
 from iteralab.decision.plan import SECOND_PERIOD_RISK, span
 from iteralab.money.schedule import format_hours
 from iteralab.site import words
@@ -160,7 +161,8 @@ def _environment(code: str):
     env.globals.update(fmt=functools.partial(fmt, code=code), cell=functools.partial(cell, code=code),
                        version=iteralab.__version__, schema_links=schema_links, span=span,
                        hours=lambda value: language.say(Decimal(format_hours(value)), code),
-                       second_period_risk=SECOND_PERIOD_RISK, language=code, alternates=(), **words.said(code))
+                       second_period_risk=SECOND_PERIOD_RISK, language=code, alternates=(), measure_price=measure_price,
+                       **words.said(code))
     env.policies["ext.i18n.trimmed"] = True  # a sentence wrapped over lines in a template is one message
     env.filters["fill"] = fill
     env.filters["tojson_pretty"] = pretty_json
