@@ -28,6 +28,8 @@ def test_runs_lists_the_run_ids_rental_add_takes(cli):
     assert run["started_at"].startswith("2026-12-03T06:24:12.") and run["started_at"].endswith("Z")
     code, text, _ = cli("decide", CAMPAIGN, "--runs", FIXTURE)
     assert re.search(r"recorded \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", text) and not re.search(r"\d\d\.\d{6}Z", text)
+    # Regression for #37: "1 lot(s)" for a CPU, which rents no lot.
+    assert " min on this CPU;" in text and not re.search(r" min on \d+ lot", text)
 
 
 def test_the_campaign_pages_evidence_list_names_the_run_id(tmp_path, cli):

@@ -34,6 +34,13 @@ def _observed_and_other(row: Row) -> dict:
     }
 
 
+def _on_lots(row: Row) -> Text:
+    """Say where the projection runs: on the CPU (no lot is rented), on one lot, or on several."""
+    if row.summary.configuration.device == "cpu":
+        return _("on this CPU")
+    return _("on 1 lot") if row.lots == 1 else _("on {count} lots", count=row.lots)
+
+
 def figures_digest(report: Report) -> str:
     """Return 16 hex digits of the sha256 of every figure of REPORT, said in English: what a decision note is signed
     against, so a note whose figures an exclusion, a void or a new run changed is named as stale."""
@@ -166,9 +173,9 @@ def describe_report(report: Report) -> str:
         observed = (_("{amount} {currency}", amount=row.observed_spend, currency=row.observed_currency)
                     if row.observed_spend is not None else say(row.observed_reason))
         lines.append(f"{rank:>3}. {row.label}")
-        lines.append("     " + _("median {median} s per corpus; projected {span} on {lots} lot(s); planned {planned}; observed "
+        lines.append("     " + _("median {median} s per corpus; projected {span} {where}; planned {planned}; observed "
                                  "{observed}; deliverables {deliverables}", median=Figure(row.summary.median, 3, grouped=False),
-                                 span=span_range(row.hours), lots=row.lots, planned=planned_text(row), observed=observed,
+                                 span=span_range(row.hours), where=_on_lots(row), planned=planned_text(row), observed=observed,
                                  deliverables=row.deliverables))
         if row.other_items:
             other = (_("{amount} {currency}", amount=row.other_costs, currency=row.other_currency)
