@@ -366,3 +366,21 @@ def test_the_indonesian_demo_site_opens_offline_accessible_and_in_indonesian(dem
         assert (errors, outside) == ([], []), path
         assert axe_violations(page) == [], path
         page.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", ["", "id"])
+def test_the_decision_page_shows_the_answer_its_list_and_the_ranked_table_in_the_first_screen(demo_site, browser, folder):
+    """Regression for #37: the answer was one long paragraph, the ranked table below the question, and the Indonesian
+    table cut its last column off at 1,280 px."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto((demo_site / "site" / folder / "campaigns" / "demo-rotten-tomatoes" / "decision.html").as_uri(), wait_until="load")
+    seen = page.evaluate("""() => {
+        const top = selector => document.querySelector(selector).getBoundingClientRect().top;
+        const box = document.querySelector('#feasible .scroll');
+        return {answer: top('#answer p'), list: top('#answer ul.points'), table: top('#feasible table.decision tbody tr'),
+                cut: box.scrollWidth - box.clientWidth, wide: document.documentElement.scrollWidth - window.innerWidth};
+    }""")
+    page.close()
+    assert 0 < seen["answer"] < seen["list"] < seen["table"] < 900, seen  # all three in the first screen
+    assert seen["cut"] <= 0 and seen["wide"] <= 0, seen  # no column clipped, no page wider than the window
