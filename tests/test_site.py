@@ -603,3 +603,39 @@ def test_the_protocol_says_how_many_entries_were_truncated_in_words_that_agree(t
     count = reading.load(hostile.FIXTURE).of_kind("manifest")[0]["corpus"]["truncated_entries"]
     assert "truncation truncate" not in said and "entries truncated" not in said
     assert said.endswith(f"a longer entry is truncated: {count} {'entry was' if count == 1 else 'entries were'}")
+
+
+def test_the_campaign_page_states_the_answer_in_the_decision_pages_words(tmp_path):
+    """Regression for #37: the campaign page's top said the answer in other words than the decision page."""
+    from tests import hostile
+
+    build_site(runs=hostile.FIXTURE, out=tmp_path / "site")
+    folder = tmp_path / "site" / "campaigns" / hostile.CAMPAIGN
+    campaign = BeautifulSoup((folder / "index.html").read_text(encoding="utf-8"), "html.parser")
+    decision = BeautifulSoup((folder / "decision.html").read_text(encoding="utf-8"), "html.parser")
+    stated = campaign.select_one("#decision-link").get_text(" ", strip=True).split(":", 1)[1].strip()
+    answer = decision.select_one("#answer p").get_text(" ", strip=True).split(" ", 1)[1]
+    assert stated == answer and stated.startswith("Nothing to rent yet")
+
+
+def test_an_unequal_item_warns_only_where_it_can_change_the_ranking(tmp_path, cli):
+    """Regression for #37: a large red warning for a 3.00 USD item carried by an infeasible configuration only."""
+    from tests import hostile
+
+    runs = tmp_path / "runs"
+    shutil.copytree(hostile.FIXTURE, runs)
+
+    def unequal() -> list[str]:
+        assert cli("build", "--runs", runs, "--out", tmp_path / "site")[0] == 0
+        page = BeautifulSoup((tmp_path / "site" / "campaigns" / hostile.CAMPAIGN / "decision.html").read_text(encoding="utf-8"),
+                             "html.parser")
+        return page.select_one("#unequal")["class"]
+
+    assert unequal() == ["warning"]  # the setup hours of the fixture: one feasible configuration carries them, two do not
+    (expense,) = reading.load(runs).of_kind("expense")
+    assert cli("void", expense["record_id"], "--reason", "entered twice", "--runs", runs)[0] == 0
+    infeasible = "int8-b8 · CPU AMD EPYC, 2 threads · torch 2.13.0+cpu"
+    code, _, err = cli("expense", "add", "--campaign", hostile.CAMPAIGN, "--amount", "3.00", "--currency", "USD",
+                       "--justification", "storage for the int8 run", "--configuration", infeasible, "--runs", runs)
+    assert code == 0, err
+    assert unequal() == ["note"]
