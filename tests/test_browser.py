@@ -245,6 +245,10 @@ def test_printed_on_a4_every_column_is_on_paper(site, browser, name):
     for expected in headers + last_cells:
         # Wrapped cells break lines (and may hyphenate), so words are compared without spaces.
         assert unicodedata.normalize("NFKC", "".join(expected.split())).replace("-", "") in squeezed, (name, expected)
+    # Regression for #37: a heading breaks between its words on paper, never inside one ("Observ" / "ed").
+    words = set(re.findall(r"\w+", unicodedata.normalize("NFKC", text)))
+    broken = [word for heading in headers for word in re.findall(r"\w{5,}", heading) if word not in words]
+    assert broken == [], (name, broken, sorted(word for word in words if any(part[:4] in word for part in broken)))
 
 
 @pytest.mark.slow
