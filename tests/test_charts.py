@@ -68,7 +68,7 @@ def test_marks_sit_at_their_values_on_the_axis():
     medians = {float(line.get("x1")) for line in root.iter("{http://www.w3.org/2000/svg}line") if line.get("stroke") == "black"}
     assert medians == {round(axis.x(13.0), 2), round(axis.x(5.75), 2)}  # the median of two is their mean
     tooltips = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
-    assert "variant: fp32-b1; run_order: 3; seconds: 15.250" in tooltips
+    assert "variant: fp32-b1; run order: 3; seconds: 15.250" in tooltips  # #37: words, not the rows' keys
 
 
 def test_ticks_are_round_figures_covering_the_values():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -639,3 +640,22 @@ def test_an_unequal_item_warns_only_where_it_can_change_the_ranking(tmp_path, cl
                        "--justification", "storage for the int8 run", "--configuration", infeasible, "--runs", runs)
     assert code == 0, err
     assert unequal() == ["note"]
+
+
+def test_chart_data_tables_head_their_columns_in_words_round_their_figures_and_mark_the_infeasible(tmp_path):
+    """Regression for #37: data tables headed 'low_hours' with six decimals; the hours chart showed int8-b8 unmarked."""
+    from tests import hostile
+
+    build_site(runs=hostile.FIXTURE, out=tmp_path / "site", languages=("en", "id"))
+    for folder, infeasible in (("", "(not feasible)"), ("id", "(tidak layak)")):
+        base = tmp_path / "site" / folder / "campaigns" / hostile.CAMPAIGN
+        for name in ("index.html", "decision.html"):
+            page = BeautifulSoup((base / name).read_text(encoding="utf-8"), "html.parser")
+            heads = [th.get_text() for th in page.select("figure.chart table thead th")]
+            assert heads and not [head for head in heads if "_" in head], heads
+            figures = [td.get_text() for td in page.select("#chart-durations table td, #chart-projected-hours table td")]
+            assert figures and not [figure for figure in figures if re.fullmatch(r"-?[\d.,]+[.,]\d{5,}", figure)], figures
+        decision = BeautifulSoup((base / "decision.html").read_text(encoding="utf-8"), "html.parser")
+        hours = decision.select_one("#chart-projected-hours")
+        marked = [label for label in hours.select("svg text") if infeasible in label.get_text()]
+        assert [label.get_text() for label in marked] == [f"int8-b8 · CPU AMD EPYC, 2 threads · torch 2.13.0+cpu {infeasible}"]

@@ -204,7 +204,8 @@ def _chart(draw, chart_id: str, title: str, description: str, rows: list[dict]) 
 
 def campaign_charts(view: CampaignView) -> list[dict]:
     blocks = []
-    duration_rows = [{"variant": v.label, "run_order": order, "seconds": round(seconds, 6)}
+    # Rounded for the reader (the chart draws the same figures): milliseconds, never six decimals.
+    duration_rows = [{"variant": v.label, "run_order": order, "seconds": round(seconds, 3)}
                      for v in view.variants for order, seconds in enumerate(v.seconds, start=1)]
     if duration_rows:
         blocks.append(_chart(charts.durations_chart, "durations", Text("Measured window per successful trial"),
@@ -243,8 +244,11 @@ def decision_charts(report: Report) -> list[dict]:
                              Text("The cheapest catalog package × lots covering the access window and the projected hours. "
                                   "Configurations on hardware the catalog does not price have no bar."), spend_rows))
     limit = report.question.limit_hours
-    hour_rows = [{"configuration": row.label, "projected": span_range(row.hours).say(), "low_hours": round(row.hours[0], 6),
-                  "high_hours": round(row.hours[2], 6), "lots": row.lots, "limit_hours": None if limit is None else float(limit)}
+    # An infeasible configuration is drawn too (its hours are real), and said so in its label (#37: int8-b8 was unmarked).
+    hour_rows = [{"configuration": row.label if row.feasible else Text("{label} (not feasible)", label=row.label).say(),
+                  "projected": span_range(row.hours).say(), "low_hours": round(row.hours[0], 4),
+                  "high_hours": round(row.hours[2], 4), "lots": row.lots, "limit_hours": None if limit is None else float(limit),
+                  "feasible": language.said(Text("yes") if row.feasible else Text("no"))}
                  for row in report.rows if row.hours]
     if hour_rows:
         marked = (Text("the red tick marks the hours available (the window, or the deadline when it comes first)")

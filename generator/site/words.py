@@ -25,11 +25,12 @@ CRITERIA = {"workload_covered": Text("workload covered"), "compatibility": Text(
             "memory_per_gpu": Text("memory per gpu"), "quality": Text("quality"),
             "distribution_and_server": Text("distribution and server"), "budget_and_schedule": Text("budget and schedule")}
 
-COLUMNS = {"variant": Text("variant"), "run_order": Text("run_order"), "seconds": Text("seconds"), "counter": Text("counter"),
-           "mib": Text("mib"), "bucket": Text("bucket"), "accuracy": Text("accuracy"), "configuration": Text("configuration"),
+# A chart's data table heads its columns in words, not the rows' keys (#37: "low_hours" was read as a raw key).
+COLUMNS = {"variant": Text("variant"), "run_order": Text("run order"), "seconds": Text("seconds"), "counter": Text("counter"),
+           "mib": Text("MiB"), "bucket": Text("bucket"), "accuracy": Text("accuracy"), "configuration": Text("configuration"),
            "planned": Text("planned"), "currency": Text("currency"), "projected": Text("projected"),
-           "low_hours": Text("low_hours"), "high_hours": Text("high_hours"), "lots": Text("lots"),
-           "limit_hours": Text("limit_hours")}
+           "low_hours": Text("fewest hours (fastest repetition)"), "high_hours": Text("most hours (slowest repetition)"),
+           "lots": Text("lots"), "limit_hours": Text("hours available"), "feasible": Text("feasible")}
 
 
 KINDS = {"rental": Text("rental"), "expense": Text("expense"), "deliverable": Text("deliverable"),
