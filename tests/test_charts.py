@@ -114,5 +114,5 @@ def test_coordinates_are_written_one_way():
 
 
 def test_labels_in_wide_scripts_get_room_for_every_character():
-    assert svg.text_width("検証済みコーパス", 10) == 80  # eight full-width characters: an em each
+    assert svg.text_width("検証済みコーパス", 10) == 80 * svg.ROOM  # eight full-width characters: an em each, with room
     assert svg.text_width("iiii", 10) < svg.text_width("MMMM", 10)

@@ -14,8 +14,11 @@ from unicodedata import east_asian_width
 
 from iteralab.core.language import Figure
 
-LABEL, TITLE = 10, 11  # font sizes in px, as Vega-Lite's defaults
-STEP = 20  # px per category band
+LABEL, TITLE = 12, 13  # font sizes in px: Vega-Lite's 10 and 11 printed at 5 pt (#37)
+STEP = 22  # px per category band
+# The reader's sans-serif (DejaVu Sans on many Linux machines) sets text up to a sixth wider than Helvetica: room is
+# estimated that much wider, so no label or title is cut off (#37: the Indonesian axis title was).
+ROOM = 1.17
 PALETTE = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac")
 LINE, INK, FONT = "#ddd", "#888", "sans-serif"
 
@@ -28,7 +31,7 @@ _WIDTHS = {**dict.fromkeys(" .,:;!|'ijlft/·", 278), **dict.fromkeys("0123456789
 
 def text_width(text: str, size: int) -> float:
     """Estimate how wide TEXT is in px at SIZE (a full-width character, as in Chinese or Japanese, a whole em)."""
-    return sum(_WIDTHS.get(char) or (1000 if east_asian_width(char) in "WF" else 600) for char in text) * size / 1000
+    return sum(_WIDTHS.get(char) or (1000 if east_asian_width(char) in "WF" else 600) for char in text) * size * ROOM / 1000
 
 
 def num(value: float) -> str:
