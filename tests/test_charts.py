@@ -116,3 +116,15 @@ def test_coordinates_are_written_one_way():
 def test_labels_in_wide_scripts_get_room_for_every_character():
     assert svg.text_width("検証済みコーパス", 10) == 80 * svg.ROOM  # eight full-width characters: an em each, with room
     assert svg.text_width("iiii", 10) < svg.text_width("MMMM", 10)
+
+
+@pytest.mark.parametrize(("labels", "expected"), [
+    (["b1 · 1× RTX 4090 · torch 2.13", "b8 · 1× RTX 4090 · torch 2.13 (not feasible)"],
+     (["b1", "b8 (not feasible)"], "1× RTX 4090 · torch 2.13")),
+    (["b1 · 1× RTX 4090 · torch 2.13", "b1 · CPU · torch 2.13"], None),  # two machines: every label whole
+    (["b1 · 1× RTX 4090 · torch 2.13"], None),  # one row: nothing to share
+    (["fp32-b1", "fp32-b8"], None),  # names without a machine
+])
+def test_what_every_band_label_shares_is_written_once(labels, expected):
+    """Regression for #37: every chart row repeated the whole configuration."""
+    assert svg.shared_part(labels) == (expected or (labels, None))

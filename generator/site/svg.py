@@ -8,6 +8,7 @@ layout needs: the reader's browser draws the text with its own sans-serif font.
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal
 from html import escape
 from unicodedata import east_asian_width
@@ -135,22 +136,44 @@ def colour(index: int) -> str:
     return PALETTE[index % len(PALETTE)]
 
 
+def shared_part(labels: list[str]) -> tuple[list[str], str | None]:
+    """Return LABELS without the hardware and software they all share ('fp32-b8 · CPU … · torch …'), and that part.
+
+    A trailing remark in brackets ('(not feasible)') stays with its label. Labels that share nothing come back whole.
+    """
+    heads, tails = [], set()
+    for label in labels:
+        found = re.fullmatch(r"(.*?)( \([^()]*\))?", label)
+        head, separator, tail = found.group(1).partition(" · ")
+        if not separator:
+            return labels, None
+        heads.append(head + (found.group(2) or ""))
+        tails.add(tail)
+    return (heads, tails.pop()) if len(labels) > 1 and len(tails) == 1 else (labels, None)
+
+
 def document(plot: list[str], *, bands: list[tuple[str, float, float]], width: float, height: float,
              legend_parts: tuple[list[str], float] | None = None, overhang: float = 0.0) -> str:
     """Wrap PLOT (drawn from its top left corner) with the band labels down its side and any legend to its right.
 
     BANDS: (label, top, height) of each category, labelled at its middle. OVERHANG: how far the axis title reaches past
-    each end of the axis.
+    each end of the axis. What every band label shares (the hardware and software of one machine) is written once,
+    above the plot, rather than on every row (#37).
     """
+    names, shared = shared_part([label for label, _, _ in bands])
+    bands = [(name, top, size) for name, (_, top, size) in zip(names, bands, strict=True)]
+    above = 18 if shared else 0
     left = max(8 + max((text_width(label, LABEL) for label, _, _ in bands), default=0) + 7, overhang + 8)
     right = max(18 + legend_parts[1] if legend_parts else 8, overhang + 8)
-    total_width, total_height = math.ceil(left + width + right), math.ceil(6 + height + 40)
+    total_width = math.ceil(max(left + width + right, left + text_width(shared or "", LABEL) + 8))
+    total_height = math.ceil(6 + above + height + 40)
     labels = [text(-7, top + size / 2 + 3.5, label, anchor="end") for label, top, size in bands]
     frame = f'<rect x="0" y="0" width="{num(width)}" height="{num(height)}" fill="none" stroke="{LINE}"/>'
     extra = legend_parts[0] if legend_parts else []
     key = f'<g transform="translate({num(width + 18)},0)">{"".join(extra)}</g>' if extra else ""
-    inner = "".join([frame, *plot, *labels, key])
+    heading = [f'<text x="0" y="-7" font-size="{LABEL}" fill="{INK}">{escape(shared)}</text>'] if shared else []
+    inner = "".join([frame, *plot, *labels, key, *heading])
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_width}" height="{total_height}" '
             f'viewBox="0 0 {total_width} {total_height}" font-family="{FONT}" focusable="false">'
             f'<rect width="{total_width}" height="{total_height}" fill="white"/>'
-            f'<g transform="translate({num(left)},6)">{inner}</g></svg>')
+            f'<g transform="translate({num(left)},{6 + above})">{inner}</g></svg>')
