@@ -114,3 +114,15 @@ def with_prediction_file(runs, trial_record, content: bytes = b"id,label\ne1,fre
     path.write_bytes(content)
     trial_record["predictions"]["sha256"] = hashlib.sha256(content).hexdigest()
     return trial_record
+
+
+def with_corpus_file(runs, manifest_record, content: bytes = b'{"id": "e1", "text": "x"}\n') -> dict:
+    """Write MANIFEST_RECORD's corpus copy under RUNS and name its real sha256, as the runner does."""
+    import hashlib
+    from pathlib import Path
+
+    path = Path(runs) / manifest_record["corpus"]["path"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    manifest_record["corpus"]["file_sha256"] = hashlib.sha256(content).hexdigest()
+    return manifest_record

@@ -226,7 +226,7 @@ def test_a_bundle_written_from_records_alone_verifies_and_carries_the_catalog_as
     from iteralab.site.bundle import write_bundle
 
     runs = tmp_path / "runs"
-    manifest = factory.manifest()
+    manifest = factory.with_corpus_file(runs, factory.manifest())
     for record in (manifest, factory.with_prediction_file(runs, factory.trial(manifest, "b1"))):
         records.append(runs, record)
     bundle, digest = write_bundle(campaign="camp", out=tmp_path / "out" / "camp.zip", runs=runs)
@@ -380,7 +380,7 @@ def test_a_bundle_of_manifests_alone_is_dated_by_them_and_names_itself(tmp_path,
     from iteralab.site.bundle import campaign_bundle, write_bundle
     from iteralab.store.views import campaign_views
 
-    manifest = factory.manifest()
+    manifest = factory.with_corpus_file(tmp_path / "runs", factory.manifest())
     manifest["created_at"] = "2026-09-28T09:00:00Z"
     records.append(tmp_path / "runs", manifest)
     (view,) = campaign_views(reading.load(tmp_path / "runs"))
@@ -403,7 +403,7 @@ def test_verify_names_altered_unexpected_and_malformed_entries_from_a_bundle_bui
     from iteralab.site.bundle import write_bundle
 
     runs = tmp_path / "runs"
-    manifest = factory.manifest()
+    manifest = factory.with_corpus_file(runs, factory.manifest())
     receipt = tmp_path / "receipt  with two spaces.pdf"
     receipt.write_bytes(b"%PDF receipt")
     rental = factory.rental()
@@ -484,7 +484,7 @@ def test_verify_fails_when_a_file_a_bundled_record_names_is_missing_from_the_bun
     assert cli("bundle", "tiny", "--runs", runs, "-o", complete)[0] == 0
     assert verify_bundle(complete) == []
     named = {record["kind"]: references([record])[0] for record in reading.load(runs).records if references([record])}
-    assert set(named) == {"trial", "rental", "expense", "exclusion"}
+    assert set(named) == {"manifest", "trial", "rental", "expense", "exclusion"}
     with zipfile.ZipFile(complete) as archive:  # each named file is carried, at the place verify looks for it
         carried = {name.split("/", 1)[1] for name in archive.namelist()}
     assert {f"data/{place}" for place, _, _ in named.values()} <= carried

@@ -46,23 +46,33 @@ def bag_name(name: str) -> str:
     return "".join("_" if ord(char) < 32 or len(f"a{char}b".splitlines()) > 1 else char for char in name)
 
 
-# Where a record keeps the path of a file it names, and where the bag carries that file (inputs/ is the corpus copy,
-# carried beside each manifest).
-NAMED_FILES = {"trial": "predictions", "rental": "receipt", "expense": "receipt", "exclusion": "document"}
+# Where a record keeps the file it names (the field, and the key of that file's sha256 in it).
+NAMED_FILES = {"manifest": ("corpus", "file_sha256"), "trial": ("predictions", "sha256"), "rental": ("receipt", "sha256"),
+               "expense": ("receipt", "sha256"), "exclusion": ("document", "sha256")}
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
-def references(named) -> list[tuple[str, str, str]]:
-    """Return (place in the bag's data/, path in the runs folder, sha256) of every file the records NAMED name."""
+def references(named) -> list[tuple[str, str, str | None]]:
+    """Return (place in the bag's data/, path in the runs folder, sha256) of every file the records NAMED name.
+
+    The sha256 is None where a record names none (an older manifest's corpus copy): the file is carried all the same.
+    """
     found = []
     for record in named:
-        holder = record.get(NAMED_FILES.get(record.get("kind"), ""))
-        if not isinstance(holder, dict) or not isinstance(holder.get("path"), str) or not SHA256.match(str(holder.get("sha256"))):
+        field, checksum = NAMED_FILES.get(record.get("kind"), ("", ""))
+        holder = record.get(field)
+        if not isinstance(holder, dict) or not isinstance(holder.get("path"), str):
             continue
-        name = PurePosixPath(holder["path"]).name
-        folder = {"trial": "predictions", "exclusion": f"documents/{holder['sha256'][:16]}"}.get(
-            record["kind"], f"receipts/{holder['sha256'][:16]}")
-        found.append((f"{folder}/{name if record['kind'] == 'trial' else bag_name(name)}", holder["path"], holder["sha256"]))
+        digest, name = (holder[checksum] if SHA256.match(str(holder.get(checksum))) else None), PurePosixPath(holder["path"]).name
+        if record["kind"] == "manifest":
+            place = f"inputs/{bag_name(name)}"
+        elif record["kind"] == "trial":
+            place = f"predictions/{name}"
+        elif digest is None:
+            continue  # a receipt or a document is filed under its sha256: without one it has no place
+        else:
+            place = f"{'documents' if record['kind'] == 'exclusion' else 'receipts'}/{digest[:16]}/{bag_name(name)}"
+        found.append((place, holder["path"], digest))
     return found
 
 
@@ -80,9 +90,9 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
         files[f"records/{path.name}"] = path.read_bytes()
     for manifest in view.manifests:
         files[f"manifests/{manifest['record_id']}.json"] = _json(manifest)
-        corpus_copy = runs / manifest["corpus"]["path"]
-        if corpus_copy.is_file():
-            files[f"inputs/{bag_name(corpus_copy.name)}"] = corpus_copy.read_bytes()
+        for place, relative, _ in references([manifest]):  # its corpus copy, beside it
+            if place not in files and (runs / relative).is_file():
+                files[place] = (runs / relative).read_bytes()
     if view.manifests:
         latest = view.manifests[-1]
         files["protocol.json"] = _json({"protocol_fingerprints": view.fingerprints, "protocol": latest["protocol"]})
@@ -102,7 +112,7 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
     files["costs.focus.csv"] = focus_csv(view, report).encode("utf-8")
     # Every file a record names (predictions, receipts of rentals and expenses, exclusions' documents), voided records'
     # too: the bundle carries its records whole, and verify fails on a file one of them names that the bag lacks.
-    named = (*view.trials, *view.rentals, *view.expenses, *view.voided, *view.exclusions)
+    named = (*view.manifests, *view.trials, *view.rentals, *view.expenses, *view.voided, *view.exclusions)
     for place, relative, _ in sorted(set(references(named))):
         if place not in files and (runs / relative).is_file():
             files[place] = (runs / relative).read_bytes()
@@ -267,7 +277,7 @@ def _check_references(bag_dir: Path, campaign: str) -> list[str]:
             if not carried.is_file():
                 problems.append(f"data/{place}: missing; {where} ({record['kind']} {record['record_id']}) names {relative}, "
                                 "which the bundle must carry: bundle it again from a runs folder that holds it")
-            elif hashlib.sha256(carried.read_bytes()).hexdigest() != sha256:
+            elif sha256 is not None and hashlib.sha256(carried.read_bytes()).hexdigest() != sha256:
                 problems.append(f"data/{place}: its sha256 differs from the one {where} ({record['kind']} "
                                 f"{record['record_id']}) records for {relative}")
     return problems

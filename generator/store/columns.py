@@ -74,9 +74,6 @@ def cache_exists(path: Path) -> bool:
     return os.path.isfile(_cache_file(path))
 
 
-
-
-
 class Cached:
     """What a cache file says about the first SIZE bytes of a records file."""
 
