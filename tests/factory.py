@@ -104,25 +104,24 @@ def price_file(path):
     return path
 
 
-def with_prediction_file(runs, trial_record, content: bytes = b"id,label\ne1,fresh\n") -> dict:
-    """Write TRIAL_RECORD's prediction file under RUNS and name its real sha256: a bundle must carry what its records name."""
+def _with_file(runs, holder: dict, checksum: str, content: bytes) -> None:
+    """Write the file HOLDER names under RUNS and set its CHECKSUM key to the real sha256, as the runner does."""
     import hashlib
     from pathlib import Path
 
-    path = Path(runs) / trial_record["predictions"]["path"]
+    path = Path(runs) / holder["path"]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(content)
-    trial_record["predictions"]["sha256"] = hashlib.sha256(content).hexdigest()
+    holder[checksum] = hashlib.sha256(content).hexdigest()
+
+
+def with_prediction_file(runs, trial_record, content: bytes = b"id,label\ne1,fresh\n") -> dict:
+    """Write TRIAL_RECORD's prediction file under RUNS: a bundle must carry what its records name."""
+    _with_file(runs, trial_record["predictions"], "sha256", content)
     return trial_record
 
 
 def with_corpus_file(runs, manifest_record, content: bytes = b'{"id": "e1", "text": "x"}\n') -> dict:
-    """Write MANIFEST_RECORD's corpus copy under RUNS and name its real sha256, as the runner does."""
-    import hashlib
-    from pathlib import Path
-
-    path = Path(runs) / manifest_record["corpus"]["path"]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(content)
-    manifest_record["corpus"]["file_sha256"] = hashlib.sha256(content).hexdigest()
+    """Write MANIFEST_RECORD's corpus copy under RUNS, as the runner copies it."""
+    _with_file(runs, manifest_record["corpus"], "file_sha256", content)
     return manifest_record
