@@ -663,3 +663,17 @@ def test_chart_data_tables_head_their_columns_in_words_round_their_figures_and_m
         texts = [label.get_text() for label in hours.select("svg text")]
         assert texts.count("CPU AMD EPYC, 2 threads · torch 2.13.0+cpu") == 1
         assert not [text for text in texts if text.startswith("fp32-b1 ·")]
+
+
+def test_a_plain_build_keeps_the_top_language_and_another_base_url_is_a_change(tmp_path, cli):
+    """A site built Indonesian first is rebuilt Indonesian first by a plain build; the 404 page follows --base-url."""
+    from tests import hostile
+
+    site = tmp_path / "site"
+    assert cli("build", "--runs", hostile.FIXTURE, "--out", site, "--lang", "id", "--lang", "en")[0] == 0
+    code, _, err = cli("build", "--runs", hostile.FIXTURE, "--out", site)
+    assert code == 0, err
+    assert '<html lang="id">' in (site / "index.html").read_text(encoding="utf-8") and (site / "en" / "index.html").is_file()
+    assert cli("build", "--runs", hostile.FIXTURE, "--out", site, "--lang", "id", "--lang", "en", "--base-url", "/team/")[0] == 0
+    assert 'href="/team/assets/style.css"' in (site / "404.html").read_text(encoding="utf-8")
+    assert 'href="/team/en/assets/style.css"' in (site / "en" / "404.html").read_text(encoding="utf-8")

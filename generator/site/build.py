@@ -48,8 +48,8 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
     any path, 404.html; every other page links relatively and needs none.
     """
     runs, out = Path(runs), Path(out)
-    held = held_languages(out)
-    codes = _languages(languages) if languages else (language.DEFAULT, *held)
+    top, held = held_languages(out)
+    codes = _languages(languages) if languages else (top, *held)
     base_path = served_path(base_url)
     if not runs.is_dir():
         raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records")
@@ -61,7 +61,7 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
             results[code] = _build_language(inputs=inputs, out=out if code == codes[0] else out / code, notes=notes,
                                             catalog=catalog, sheets=sheets, processes=processes,
                                             alternates=others, base_path=base_path)
-    removed = [code for code in held if code not in codes[1:]]
+    removed = [code for code in held if code not in codes[1:]]  # the top language's old folder too
     for code in removed:  # built before, left out now: its pages would be served stale, unlinked from the others
         shutil.rmtree(out / code, ignore_errors=True)
     result = dict(results[codes[0]])
@@ -86,9 +86,12 @@ def served_path(base_url: str | None) -> str:
     return parts.path if parts.path.endswith("/") else f"{parts.path}/"
 
 
-def held_languages(out: Path) -> tuple[str, ...]:
-    """Return the languages other than the first that an earlier build wrote into OUT/CODE/ (each with its build state)."""
-    return tuple(code for code in language.LANGUAGES if code != language.DEFAULT and (Path(out) / code / STATE_FILE).is_file())
+def held_languages(out: Path) -> tuple[str, tuple[str, ...]]:
+    """Return the language an earlier build wrote at the top of OUT (English for a new one) and those it wrote into
+    OUT/CODE/, each folder with its build state."""
+    top = _read_state(Path(out) / STATE_FILE).get("language")
+    top = top if top in language.LANGUAGES else language.DEFAULT
+    return top, tuple(code for code in language.LANGUAGES if code != top and (Path(out) / code / STATE_FILE).is_file())
 
 
 def _languages(requested) -> tuple[str, ...]:
@@ -132,7 +135,8 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
     sheets_dir = sheets_folder(runs, sheets)
     state = _read_state(out / STATE_FILE)
     runs_files = inputs.files
-    digest = inputs_digest(runs_files, places.notes, sheets_dir, places.catalog, alternates)
+    # The 404 page links from where the site is published: another --base-url is a change to build.
+    digest = f"{inputs_digest(runs_files, places.notes, sheets_dir, places.catalog, alternates)}|{base_path}"
     if state.get("inputs") == digest and (out / "index.html").is_file():
         return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "copied": 0, "processes": 1,
                 "written": 0, "unchanged": 0, "problems": state.get("problems", []), "failed": state.get("failed", {})}
@@ -174,7 +178,8 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
     served_root = base_path if primary else f"{base_path}{language.current()}/"
     _write_shared_pages(writer, summaries, all_notes, answers, problems, {**common, "failed": failed, "served_root": served_root})
     state = {"format": incremental.STATE_FORMAT, "inputs": digest, "campaigns": keys, "summaries": summaries,
-             "answers": {name: answers[name] for name in names}, "problems": problems, "failed": failed}
+             "answers": {name: answers[name] for name in names}, "problems": problems, "failed": failed,
+             "language": language.current()}
     writer.write(STATE_FILE, orjson.dumps(state, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE))
     return {"index": out / "index.html", "campaigns": len(names), "rendered": stale, "copied": writer.copied, "processes": count,
             "written": writer.written, "unchanged": writer.kept, "problems": problems, "failed": failed}
