@@ -183,6 +183,10 @@ def test_every_page_type_loads_offline_accessible_and_no_wider_than_the_window(s
                 if not request.url.startswith("file://") else None)
         page.goto(path.as_uri(), wait_until="load")
         assert page.title(), name
+        drawn = charts_drawn(page)  # every chart drawn, with marks (#34)
+        assert all(marks > 0 for marks in drawn.values()), (name, drawn)
+        if name in ("campaign", "decision"):
+            assert drawn, name
         assert page.evaluate("document.documentElement.lang") == ("id" if name.startswith("id ") else "en"), name
         screenshot = tmp_path / f"{name}.png"
         page.screenshot(path=str(screenshot))  # the window as a reader first sees it: something was painted
@@ -249,6 +253,65 @@ def test_printed_on_a4_every_column_is_on_paper(site, browser, name):
     words = set(re.findall(r"\w+", unicodedata.normalize("NFKC", text)))
     broken = [word for heading in headers for word in re.findall(r"\w{5,}", heading) if word not in words]
     assert broken == [], (name, broken, sorted(word for word in words if any(part[:4] in word for part in broken)))
+
+
+DRAWN = "[...document.querySelectorAll('.vega')].every(box => box.dataset.drawn)"
+
+
+def charts_drawn(page) -> dict:
+    """Wait until every chart of PAGE is drawn or failed; return each one's marks (the paths of its mark groups)."""
+    page.wait_for_function(DRAWN, timeout=20000)
+    return page.evaluate("Object.fromEntries([...document.querySelectorAll('.vega')].map(box => [box.dataset.spec, "
+                         "box.dataset.drawn === 'yes' ? box.querySelectorAll('svg g[class*=\"mark-\"] path').length : -1]))")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", ["", "id"])
+def test_charts_draw_offline_show_a_tooltip_and_print(site, browser, folder):
+    """#34: each chart is drawn by the vendored vega-embed from its spec, a mark's tooltip shows its figures in the page's
+    language, and the printed page carries the drawn chart (its marks are painted on the paper)."""
+    from pypdf import PdfReader
+
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors, outside = [], []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("request", lambda request: outside.append(request.url) if not request.url.startswith("file://") else None)
+    page.goto((site / folder / "campaigns" / "merged" / "decision.html").as_uri(), wait_until="load")
+    drawn = charts_drawn(page)
+    assert set(drawn) == {"spec-planned-spend", "spec-projected-hours"} and min(drawn.values()) >= 2, drawn
+    page.locator("#chart-planned-spend g[class*='mark-rect'] path").first.hover()
+    tooltip = page.locator("#vg-tooltip-element")
+    tooltip.wait_for(state="visible", timeout=5000)
+    said = tooltip.inner_text()
+    words = ("konfigurasi", "terencana") if folder else ("configuration", "planned")
+    assert all(word in said for word in words) and re.search(r"\d", said), said
+    assert errors == [] and outside == [], (errors, outside)
+    page.emulate_media(media="print")
+    assert charts_drawn(page)["spec-projected-hours"] >= 2  # still drawn for paper
+    pdf = page.pdf(format="A4", print_background=False)
+    page.close()
+    # On paper: the bars in Vega's first colour (#4c78a8, which nothing else on the page paints), as vector marks.
+    fills = pdf_fills(PdfReader(io.BytesIO(pdf)))
+    assert any(all(abs(part - value / 255) < 0.002 for part, value in zip(fill, (0x4C, 0x78, 0xA8), strict=True))
+               for fill in fills), sorted(fills)
+
+
+def pdf_fills(reader) -> set[tuple[float, ...]]:
+    """Return every RGB fill colour a PDF's pages paint with, their form XObjects (where Chromium puts SVG marks) included."""
+    fills, seen = set(), set()
+
+    def visit(resources, data: bytes):
+        fills.update(tuple(float(n) for n in found) for found in re.findall(rb"([\d.]+) ([\d.]+) ([\d.]+) rg", data))
+        for reference in (resources or {}).get("/XObject", {}).values():
+            xobject = reference.get_object()
+            if xobject.get("/Subtype") == "/Form" and id(xobject) not in seen:
+                seen.add(id(xobject))
+                visit(xobject.get("/Resources"), xobject.get_data())
+
+    for sheet in reader.pages:
+        visit(sheet.get("/Resources"), sheet.get_contents().get_data() if sheet.get_contents() else b"")
+    return fills
 
 
 @pytest.mark.slow

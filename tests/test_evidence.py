@@ -295,7 +295,8 @@ def test_payload_holds_every_record_input_prediction_receipt_and_note_of_the_cam
     assert sorted(files) == sorted([
         *(f"records/{path.name}" for path in record_files), f"manifests/{manifest['record_id']}.json", "inputs/c.jsonl", "protocol.json",
         "corpus-fingerprint.json", "predictions/p.csv", "verdicts.json", "trials.csv", "catalog.csv", "decision.json",
-        "decision.txt", "costs.focus.csv", f"receipts/{rental['receipt']['sha256'][:16]}/reçu_sept.pdf", "notes/mine.md", "index.html"])
+        "decision.txt", "costs.focus.csv", f"receipts/{rental['receipt']['sha256'][:16]}/reçu_sept.pdf", "notes/mine.md", "index.html",
+        *(f"charts/{name}.vl.json" for name in ("durations", "memory", "quality", "projected-hours"))])  # no price: no spend chart
     assert all(files[f"records/{path.name}"] == path.read_bytes() for path in record_files)
     assert json.loads(files[f"manifests/{manifest['record_id']}.json"]) == manifest
     assert files["inputs/c.jsonl"] == b'{"id": "e1", "text": "x"}\n'
@@ -499,3 +500,20 @@ def test_verify_fails_when_a_file_a_bundled_record_names_is_missing_from_the_bun
         assert relative in problems[0]
         code, out, err = cli("verify", partial)
         assert code == 1 and f"data/{place}: missing" in out + err
+
+
+def test_each_chart_of_the_bundle_draws_again_from_its_spec_alone(tmp_path):
+    """#34: the bundle carries each chart as a Vega-Lite spec with its data; vl-convert draws one again from the file."""
+    from iteralab.site.bundle import write_bundle
+    from tests import hostile, vega
+
+    path, _ = write_bundle(campaign=hostile.CAMPAIGN, out=tmp_path / "evidence.zip", runs=hostile.FIXTURE)
+    with zipfile.ZipFile(path) as archive:
+        names = [name for name in archive.namelist() if "/data/charts/" in name]
+        spec = json.loads(archive.read(f"{hostile.CAMPAIGN}-evidence/data/charts/durations.vl.json"))
+    assert sorted(name.rpartition("/")[2] for name in names) == ["durations.vl.json", "memory.vl.json",
+                                                                  "projected-hours.vl.json", "quality.vl.json"]
+    rows = spec["datasets"][spec["data"]["name"]]
+    assert len(rows) == 19 and {"variant", "run_order", "seconds"} == set(rows[0])  # the fixture's 19 successful trials
+    drawn = vega.drawn(spec)
+    assert vega.marks(drawn) >= 19 and "fp32-b1" in vega.texts(drawn) and "measured window (s)" in vega.texts(drawn)

@@ -18,7 +18,7 @@ from bs4 import BeautifulSoup
 from iteralab.site import output, workers
 from iteralab.site.build import build_site
 from iteralab.store import reading, records
-from tests import factory
+from tests import factory, vega
 from tests.conftest import run_module
 
 SECONDS = [1.30, 1.10, 1.25, 1.40, 1.20]
@@ -107,8 +107,13 @@ def test_distinct_corpora_count_once_and_unlinked_spend_is_never_divided_by_them
 def test_record_strings_are_escaped(site):
     for path in site.rglob("*.html"):
         page = soup(path)
-        # The one script is the 404 page's own: it leads an old trial link to its section of trials.html.
-        assert len(page.find_all("script")) == (path.name == "404.html"), path
+        # The scripts are the 404 page's own (it leads an old trial link to its section of trials.html), the chart
+        # libraries and their specs: JSON, never run, with no record's '<' in it (#34).
+        inline = [script for script in page.find_all("script") if not script.get("src")]
+        specs = [script for script in inline if script.get("type") == "application/json"]
+        assert len(inline) - len(specs) == (path.name == "404.html"), path
+        assert all(script["id"].startswith("spec-") and "<" not in script.string for script in specs), path
+        assert {script["src"].rpartition("/")[2] for script in page.find_all("script", src=True)} <= {"vega-embed.js", "charts.js"}
         assert not page.find("b", string="bold"), path
     index = soup(site / "index.html")
     assert "Reviews <b>bold</b>" in index.get_text()
@@ -174,11 +179,21 @@ def test_torn_lines_are_listed_on_the_pages(runs, tmp_path):
     assert "incomplete last line" in soup(out / "campaigns" / "camp" / "index.html").find(id="problems").get_text()
 
 
-def test_charts_are_inline_svg_with_their_data_beside_them(site):
+def test_charts_are_vega_lite_specs_with_their_data_beside_them(site):
+    """#34: a chart is its Vega-Lite spec (drawn by the one vendored vega-embed file) beside its data table."""
     page = soup(site / "campaigns" / "camp" / "index.html")
     figure = page.find(id="chart-durations")
-    assert figure.find("svg") and "median" in figure.figcaption.get_text()
+    assert "median" in figure.figcaption.get_text()
     assert len(figure.find("details").find_all("tr")) == 1 + 10  # header + ten successful trials
+    spec = vega.spec_of(page, "durations")
+    assert len(spec["datasets"][spec["data"]["name"]]) == 10
+    assert figure.select_one('.vega[role="img"]')["aria-label"] == "Measured window per successful trial"
+    scripts = [script["src"] for script in page.select("script[src]")]
+    assert scripts == ["../../assets/vendor/vega-embed.js", "../../assets/charts.js"]
+    assert all((site / "campaigns" / "camp" / src).is_file() for src in scripts)
+    assert (site / "assets" / "vendor" / "THIRD-PARTY-LICENSES.txt").is_file()
+    assert vega.marks(vega.drawn(spec)) >= 10
+    assert not soup(site / "catalog.html").select("script[src]")  # a page without charts loads no chart library
 
 
 def test_every_link_is_relative_and_resolves(site):
@@ -310,7 +325,7 @@ def test_build_on_two_processes_writes_the_same_bytes_as_on_one(runs, tmp_path, 
     single = run_module("build", "--runs", runs, "--out", tmp_path / "b" / "site", "--processes", "1")
     assert single.returncode == 0 and "re-rendered: broken, camp;" in single.stdout
     assert digest(tmp_path / "a" / "site") == digest(tmp_path / "b" / "site")
-    assert "<svg" in (tmp_path / "a" / "site" / "campaigns" / "camp" / "index.html").read_text()  # the workers drew the charts
+    assert 'id="spec-durations"' in (tmp_path / "a" / "site" / "campaigns" / "camp" / "index.html").read_text()  # the workers made the charts
 
 
 def _worker_answer(value):
@@ -656,11 +671,9 @@ def test_chart_data_tables_head_their_columns_in_words_round_their_figures_and_m
             figures = [td.get_text() for td in page.select("#chart-durations table td, #chart-projected-hours table td")]
             assert figures and not [figure for figure in figures if re.fullmatch(r"-?[\d.,]+[.,]\d{5,}", figure)], figures
         decision = BeautifulSoup((base / "decision.html").read_text(encoding="utf-8"), "html.parser")
-        hours = decision.select_one("#chart-projected-hours")
-        marked = [label for label in hours.select("svg text") if infeasible in label.get_text()]
-        assert [label.get_text() for label in marked] == [f"int8-b8 {infeasible}"]
+        texts = vega.texts(vega.drawn(vega.spec_of(decision, "projected-hours")))
+        assert [label for label in texts if infeasible in label] == [f"int8-b8 {infeasible}"]
         # The machine every row shares is written once, above the rows, not on each (#37).
-        texts = [label.get_text() for label in hours.select("svg text")]
         assert texts.count("CPU AMD EPYC, 2 threads · torch 2.13.0+cpu") == 1
         assert not [text for text in texts if text.startswith("fp32-b1 ·")]
 

@@ -15,7 +15,7 @@ from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder, sheets_folder
 from iteralab.decision.qualification import qualify, sheet_campaigns
 from iteralab.money.catalog import load_catalog
-from iteralab.site import incremental, per_campaign, stored, workers
+from iteralab.site import charts, incremental, per_campaign, stored, vendor, workers
 from iteralab.site.notes import load_notes, note_problems
 from iteralab.site.output import STATE_FILE, Writer, build_stamp, inputs_digest, list_files, shared_key
 from iteralab.site.pages import Places, catalog_rows, render_part
@@ -157,8 +157,10 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
     tasks = [(name, parts[name], plan["notes"][name], plan["sheets"][name], plan["stamps"][name], plan["present"][name],
               stored.entry_key(keys[name], runs, places.notes) if store_limit else None)
              for name in stale]
-    answers, failed, count = _render_campaigns(tasks, places, processes, writer, {"problems": problems, "catalog": price_catalog,
-                                                                                 "places": places, "language": language.current()}, summaries)
+    shared = {"problems": problems, "catalog": price_catalog, "places": places, "language": language.current(),
+              # Made here once, with Altair, and handed to every worker: none imports Altair itself.
+              "chart_specs": {language.current(): charts.made(language.current())} if tasks else {}}
+    answers, failed, count = _render_campaigns(tasks, places, processes, writer, shared, summaries)
     if store_limit and stale:
         stored.prune(store_limit)
     # A failed campaign is never remembered as done (its key is None): every failure is one of this build's.
@@ -249,6 +251,10 @@ def _write_shared_pages(writer: Writer, summaries: dict, all_notes: list, answer
             root="../", page=f"notes/{note.slug}.html", note=note, known=set(summaries), anchors=anchors,
             note_problems=[p for p in problems if p.startswith(f"notes/{note.source}: ")], **common))
     writer.write("assets/style.css", (TEMPLATES / "assets" / "style.css").read_bytes())
+    writer.write("assets/charts.js", (TEMPLATES / "assets" / "charts.js").read_bytes())
+    # Each language's folder carries the libraries too: it can be published, or opened from disk, on its own.
+    writer.write(vendor.BUNDLE, vendor.bundle())
+    writer.write(vendor.LICENCES, (TEMPLATES / vendor.LICENCES).read_bytes())
     folder = resources.files("iteralab.store") / "schemas"
     for kind in ("common", *KINDS):
         writer.write(f"schemas/{kind}.schema.json", (folder / f"{kind}.schema.json").read_bytes())

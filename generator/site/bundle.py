@@ -20,6 +20,8 @@ from iteralab.core.paths import DEFAULT_RUNS, notes_folder
 from iteralab.decision.report import decide
 from iteralab.decision.text import describe_report, report_dict
 from iteralab.money.catalog import load_catalog
+from iteralab.site.charts import spec_json
+from iteralab.site.figures import campaign_charts, decision_charts
 from iteralab.site.focus import focus_csv
 from iteralab.site.notes import load_notes
 from iteralab.site.render import fmt, jinja_environment, pretty_json
@@ -78,11 +80,12 @@ def references(named) -> list[tuple[str, str, str | None]]:
 
 def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path: Path | None, *,
             loaded_notes: list | None = None, price_catalog=None, table_csv: str | None = None, report=None,
-            digests: dict[str, str] | None = None) -> dict[str, bytes]:
+            digests: dict[str, str] | None = None, charts: list[dict] | None = None) -> dict[str, bytes]:
     """Collect the files of a campaign's evidence, keyed by their path inside data/.
 
-    A site build passes what it already has (LOADED_NOTES, PRICE_CATALOG, TABLE_CSV, REPORT) instead of making it again per
-    campaign. DIGESTS, when given, receives the sha256 of every file but index.html (the bag's manifest reuses them).
+    A site build passes what it already has (LOADED_NOTES, PRICE_CATALOG, TABLE_CSV, REPORT, CHARTS) instead of making it
+    again per campaign. DIGESTS, when given, receives the sha256 of every file but index.html (the bag's manifest reuses
+    them).
     """
     files: dict[str, bytes] = {}
     folder = runs / view.name
@@ -110,6 +113,9 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
     files["decision.json"] = _json(report_dict(report))
     files["decision.txt"] = (describe_report(report) + "\n").encode("utf-8")
     files["costs.focus.csv"] = focus_csv(view, report).encode("utf-8")
+    # Each chart as a Vega-Lite spec with its data: any Vega-Lite tool draws it again, without this site.
+    for chart in charts if charts is not None else campaign_charts(view) + decision_charts(report):
+        files[f"charts/{chart['id']}.vl.json"] = spec_json(chart["spec"])
     # Every file a record names (predictions, receipts of rentals and expenses, exclusions' documents), voided records'
     # too: the bundle carries its records whole, and verify fails on a file one of them names that the bag lacks.
     named = (*view.manifests, *view.trials, *view.rentals, *view.expenses, *view.voided, *view.exclusions)
@@ -174,13 +180,14 @@ def zip_bytes(top: str, files: dict[str, bytes]) -> bytes:
 
 
 def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None, catalog: Path | None = None,
-                    loaded_notes: list | None = None, price_catalog=None, table_csv: str | None = None, report=None) -> bytes:
+                    loaded_notes: list | None = None, price_catalog=None, table_csv: str | None = None, report=None,
+                    charts: list[dict] | None = None) -> bytes:
     """Return the deterministic zip of one campaign's evidence bag."""
     top = f"{view.name}-evidence"
     bagging_date = (view.last_at if view.manifests or view.trials else "1980-01-01")[:10]
     digests: dict[str, str] = {}
     files = payload(view, Path(runs), notes, catalog, loaded_notes=loaded_notes, price_catalog=price_catalog,
-                    table_csv=table_csv, report=report, digests=digests)
+                    table_csv=table_csv, report=report, digests=digests, charts=charts)
     return zip_bytes(top, bag_files(top, files, bagging_date, digests))
 
 

@@ -1,124 +1,191 @@
-"""Charts as inline SVG, drawn from each chart's rows (the data table printed beside it) in the page's language."""
+"""Charts as Vega-Lite specs made with Altair: each kind built once per language, each chart only its rows added.
+
+A page embeds each spec as JSON and vega-embed draws it in the reader's browser (assets/vendor/vega-embed.js); the
+evidence bundle carries the same specs, data included, so any Vega-Lite tool can draw them again.
+"""
 
 from __future__ import annotations
 
-import statistics
-from html import escape
+import re
+
+import orjson
 
 from iteralab.core import language
-from iteralab.core.language import Figure, Text
-from iteralab.site import svg
+from iteralab.core.language import Text
+from iteralab.site import workers
 from iteralab.site.words import COLUMNS
 
 WIDTH = 520  # px of the value axis
-BAR = 10  # px of a bar's thickness
+ROWS = "rows"  # the one named dataset of every spec: a chart's rows, as its data table shows them
+LABEL, TITLE = 12, 13  # font sizes in px (#37: Vega-Lite's 10 and 11 were 5 pt on paper)
+# The category down each chart's side: what its rows are named by.
+CATEGORY = {"durations": "variant", "memory": "variant", "quality": "variant", "planned-spend": "configuration",
+            "projected-hours": "configuration"}
+_made: dict[str, dict[str, dict]] = {}
 
 
-def _categories(rows: list[dict], column: str) -> list[str]:
-    """Return a column's values in the rows' order, each once (the order the data table shows)."""
-    return list(dict.fromkeys(str(row[column]) for row in rows))
+def _altair():
+    # Imported when a chart is made, not with the site: it takes half a second, and a build with nothing to draw never
+    # needs it.
+    import altair
+
+    return altair
 
 
-def _tooltip(row: dict, columns: tuple[str, ...], places: dict) -> str:
-    """Return a mark's hover text: each column's word and value, as the data table writes them."""
-    code = language.current()
-    said = [f"{COLUMNS[column].say(code)}: {Figure(row[column], places[column]).say(code) if column in places else row[column]}"
-            for column in columns]
-    return f"<title>{escape('; '.join(said))}</title>"
+def _word(column: str, code: str) -> str:
+    return COLUMNS[column].say(code)
 
 
-def _bar(axis: svg.Axis, value: float) -> tuple[str, str]:
-    """Return where a bar of VALUE starts and how wide it is: from zero, to the left for a value below zero."""
-    zero, end = axis.x(0.0), axis.x(value)
-    return svg.num(min(zero, end)), svg.num(abs(end - zero))
+def _tip(alt, column: str, kind: str, code: str, number: str | None = None):
+    """Return a tooltip field headed by its column's word, a figure written with NUMBER's format."""
+    return alt.Tooltip(f"{column}:{kind}", title=_word(column, code), **({"format": number} if number else {}))
 
 
-def durations_chart(rows: list[dict]) -> str:
+def _category(alt, column: str):
+    # sort=None: the order of the rows (the data table's); labelLimit=0: a long configuration is never cut short.
+    return alt.Y(f"{column}:N", sort=None, title=None, axis=alt.Axis(labelLimit=0))
+
+
+def _durations(alt, code: str):
     """Strip plot of every successful trial's measured window per variant, median marked."""
-    code, variants = language.current(), _categories(rows, "variant")
-    axis = svg.Axis([row["seconds"] for row in rows], WIDTH)
-    height = len(variants) * svg.STEP
-    parts = axis.draw(height, Text("measured window (s)").say(code), code)
-    for index, variant in enumerate(variants):
-        middle = index * svg.STEP + svg.STEP / 2
-        seconds = [row for row in rows if str(row["variant"]) == variant]
-        for row in seconds:
-            parts.append(f'<circle cx="{svg.num(axis.x(row["seconds"]))}" cy="{svg.num(middle)}" r="4.4" fill="{svg.colour(0)}" '
-                         f'fill-opacity="0.7">{_tooltip(row, ("variant", "run_order", "seconds"), {"run_order": 0, "seconds": 3})}'
-                         "</circle>")
-        x = svg.num(axis.x(statistics.median(row["seconds"] for row in seconds)))
-        parts.append(f'<line x1="{x}" x2="{x}" y1="{svg.num(middle - 9)}" y2="{svg.num(middle + 9)}" stroke="black" '
-                     'stroke-width="2"/>')
-    return svg.document(parts, bands=[(v, i * svg.STEP, svg.STEP) for i, v in enumerate(variants)], width=WIDTH, height=height,
-                        overhang=axis.overhang)
+    base = alt.Chart(alt.Data(name=ROWS))
+    y = _category(alt, "variant")
+    dots = base.mark_circle(size=70, opacity=0.7).encode(
+        x=alt.X("seconds:Q", title=Text("measured window (s)").say(code), scale=alt.Scale(zero=False)), y=y,
+        tooltip=[_tip(alt, "variant", "N", code), _tip(alt, "run_order", "Q", code, ",.0f"),
+                 _tip(alt, "seconds", "Q", code, ",.3f")])
+    median = base.mark_tick(color="black", thickness=2, size=18).encode(
+        x=alt.X("median(seconds):Q"), y=y,
+        tooltip=[_tip(alt, "variant", "N", code), alt.Tooltip("median(seconds):Q", title=Text("median").say(code), format=",.3f")])
+    return alt.layer(dots, median)
 
 
-def _grouped_bars(rows: list[dict], value: str, group: str, title: Text, places: int, domain=None) -> str:
-    """Bars per variant, one per GROUP value side by side in its colour, on a value axis from zero (or DOMAIN)."""
-    code, variants, groups = language.current(), _categories(rows, "variant"), _categories(rows, group)
-    axis = svg.Axis([row[value] for row in rows], WIDTH, zero=True, domain=domain)
-    band = max(svg.STEP, len(groups) * (BAR + 2) + 8)
-    parts = axis.draw(len(variants) * band, title.say(code), code)
-    for index, variant in enumerate(variants):
-        top = index * band + (band - len(groups) * (BAR + 2)) / 2
-        for row in rows:
-            if str(row["variant"]) != variant:
-                continue
-            offset = groups.index(str(row[group]))
-            start, width = _bar(axis, row[value])
-            parts.append(f'<rect x="{start}" y="{svg.num(top + offset * (BAR + 2) + 1)}" width="{width}" '
-                         f'height="{BAR}" fill="{svg.colour(offset)}">'
-                         f'{_tooltip(row, ("variant", group, value), {value: places})}</rect>')
-    key = svg.legend(COLUMNS[group].say(code), groups, 0)
-    return svg.document(parts, bands=[(v, i * band, band) for i, v in enumerate(variants)], width=WIDTH,
-                        height=len(variants) * band, legend_parts=key, overhang=axis.overhang)
+def _grouped(alt, code: str, value: str, group: str, title: Text, number: str, domain=None):
+    """Bars per variant, one per GROUP value side by side in its colour, from zero (or over DOMAIN)."""
+    scale = alt.Scale(domain=list(domain)) if domain else alt.Scale(zero=True)
+    return alt.Chart(alt.Data(name=ROWS)).mark_bar().encode(
+        x=alt.X(f"{value}:Q", title=title.say(code), scale=scale), y=_category(alt, "variant"),
+        yOffset=alt.YOffset(f"{group}:N", sort=None),
+        color=alt.Color(f"{group}:N", sort=None, legend=alt.Legend(title=_word(group, code), labelLimit=0)),
+        tooltip=[_tip(alt, "variant", "N", code), _tip(alt, group, "N", code), _tip(alt, value, "Q", code, number)])
 
 
-def memory_chart(rows: list[dict]) -> str:
+def _memory(alt, code: str):
     """Bars of peak memory per variant, one bar per counter, never summed."""
-    return _grouped_bars(rows, "mib", "counter", Text("peak (MiB, 2^20 bytes)"), 1)
+    return _grouped(alt, code, "mib", "counter", Text("peak (MiB, 2^20 bytes)"), ",.1f")
 
 
-def quality_chart(rows: list[dict]) -> str:
+def _quality(alt, code: str):
     """Median accuracy per variant and length bucket."""
-    return _grouped_bars(rows, "accuracy", "bucket", COLUMNS["accuracy"], 4, domain=(0.0, 1.0))
+    return _grouped(alt, code, "accuracy", "bucket", COLUMNS["accuracy"], ",.4f", domain=(0.0, 1.0))
 
 
-def spend_chart(rows: list[dict]) -> str:
+def _spend(alt, code: str):
     """Bars of the planned package spend per configuration."""
-    code, labels = language.current(), _categories(rows, "configuration")
-    axis = svg.Axis([row["planned"] for row in rows], WIDTH, zero=True)
-    parts = axis.draw(len(labels) * svg.STEP, Text("planned package spend (catalog currency)").say(code), code)
-    for index, row in enumerate(rows):
-        start, width = _bar(axis, row["planned"])
-        parts.append(f'<rect x="{start}" y="{svg.num(index * svg.STEP + (svg.STEP - BAR * 1.4) / 2)}" '
-                     f'width="{width}" height="{svg.num(BAR * 1.4)}" fill="{svg.colour(0)}">'
-                     f'{_tooltip(row, ("configuration", "planned", "currency"), {"planned": 2})}</rect>')
-    return svg.document(parts, bands=[(c, i * svg.STEP, svg.STEP) for i, c in enumerate(labels)], width=WIDTH,
-                        height=len(labels) * svg.STEP, overhang=axis.overhang)
+    return alt.Chart(alt.Data(name=ROWS)).mark_bar().encode(
+        x=alt.X("planned:Q", title=Text("planned package spend (catalog currency)").say(code), scale=alt.Scale(zero=True)),
+        y=_category(alt, "configuration"),
+        tooltip=[_tip(alt, "configuration", "N", code), _tip(alt, "planned", "Q", code, ",.2f"),
+                 _tip(alt, "currency", "N", code)])
 
 
-def hours_chart(rows: list[dict]) -> str:
+def _hours(alt, code: str):
     """Projected hours per configuration from min to max, the window or deadline marked in red."""
     # A log axis: minutes of work and a 96 h window both show (on a linear axis the bars were invisible slivers).
-    code, labels = language.current(), _categories(rows, "configuration")
-    values = [row[key] for row in rows for key in ("low_hours", "high_hours", "limit_hours") if row[key] is not None]
-    axis = svg.Axis(values, WIDTH, log=True)
-    height = len(labels) * svg.STEP
-    parts = axis.draw(height, Text("projected processing hours, min to max (log scale: each step is ten "
-                                        "times the last)").say(code), code)
-    for index, row in enumerate(rows):
-        middle = index * svg.STEP + svg.STEP / 2
-        low, high = axis.x(row["low_hours"]), axis.x(row["high_hours"])
-        parts.append(f'<rect x="{svg.num(low)}" y="{svg.num(middle - BAR / 2)}" width="{svg.num(high - low)}" '
-                     f'height="{BAR}" fill="{svg.colour(0)}">'
-                     f'{_tooltip(row, ("configuration", "projected", "lots"), {})}</rect>')
-        # The maximum as a tick too: equal min and max still show.
-        parts.append(f'<line x1="{svg.num(high)}" x2="{svg.num(high)}" y1="{svg.num(middle - 7)}" '
-                     f'y2="{svg.num(middle + 7)}" stroke="{svg.colour(0)}" stroke-width="2"/>')
-        if row["limit_hours"] is not None:
-            limit = svg.num(axis.x(row["limit_hours"]))
-            parts.append(f'<line x1="{limit}" x2="{limit}" y1="{svg.num(middle - 10)}" y2="{svg.num(middle + 10)}" '
-                         'stroke="#a4161a" stroke-width="2"/>')
-    return svg.document(parts, bands=[(c, i * svg.STEP, svg.STEP) for i, c in enumerate(labels)], width=WIDTH, height=height,
-                        overhang=axis.overhang)
+    base = alt.Chart(alt.Data(name=ROWS))
+    y = _category(alt, "configuration")
+    x = alt.X("low_hours:Q", scale=alt.Scale(type="log"), axis=alt.Axis(format="~g"),
+              title=Text("projected processing hours, min to max (log scale: each step is ten times the last)").say(code))
+    tooltip = [_tip(alt, "configuration", "N", code), _tip(alt, "projected", "N", code), _tip(alt, "lots", "Q", code, ",.0f"),
+               _tip(alt, "feasible", "N", code)]
+    span = base.mark_bar(height=10).encode(x=x, x2="high_hours:Q", y=y, tooltip=tooltip)
+    # The maximum as a tick too: equal min and max still show.
+    most = base.mark_tick(thickness=2, size=14).encode(x="high_hours:Q", y=y, tooltip=tooltip)
+    limit = base.mark_tick(color="#a4161a", thickness=2, size=20).encode(
+        x="limit_hours:Q", y=y, tooltip=[_tip(alt, "configuration", "N", code), _tip(alt, "limit_hours", "Q", code, ",~g")]
+    ).transform_filter("isValid(datum.limit_hours)")
+    return alt.layer(span, most, limit)
+
+
+KINDS = {"durations": _durations, "memory": _memory, "quality": _quality, "planned-spend": _spend, "projected-hours": _hours}
+
+
+def _config(code: str) -> dict:
+    """Return the look every chart shares, and how its figures are written in the language CODE (vega's format locale)."""
+    symbols = language.number(-1234.5, code, 1)  # '-1,234.5' or '-1.234,5': the language's own signs, from CLDR
+    minus, group, decimal = symbols[0], symbols[2], symbols[6]
+    return {"axis": {"labelFontSize": LABEL, "titleFontSize": TITLE, "labelColor": "#222", "titleColor": "#222"},
+            "legend": {"labelFontSize": LABEL, "titleFontSize": TITLE, "labelColor": "#222", "titleColor": "#222"},
+            "title": {"fontSize": LABEL, "fontWeight": "normal", "color": "#444", "anchor": "start"},
+            "view": {"stroke": "#ddd"}, "font": "sans-serif",
+            # Marks, axes and legends carry no ARIA of their own: the chart's box is one image named by its title, and
+            # its data table is the reading (an empty layer's marks were an unnamed image to axe).
+            "aria": False,
+            "locale": {"number": {"decimal": decimal, "thousands": group, "grouping": [3], "minus": minus,
+                                  "currency": ["", ""]}}}
+
+
+def made(code: str) -> dict[str, dict]:
+    """Return each kind of chart's spec in the language CODE, without its rows (made once a process, or handed down)."""
+    if code not in _made:
+        handed = workers.shared().get("chart_specs", {}).get(code)
+        _made[code] = handed or _make(code)
+    return _made[code]
+
+
+def _make(code: str) -> dict[str, dict]:
+    alt = _altair()
+    specs = {}
+    for kind, draw in KINDS.items():
+        # A band per category; grouped bars get a step per bar (the band holds one for each group).
+        step = 12 if kind in ("memory", "quality") else 22
+        spec = draw(alt, code).properties(width=WIDTH, height=alt.Step(step)).to_dict(validate=False)
+        spec["config"] = _config(code)
+        specs[kind] = spec
+    return specs
+
+
+def shared_part(labels: list[str]) -> tuple[list[str], str | None]:
+    """Return LABELS without the hardware and software they all share ('fp32-b8 · CPU … · torch …'), and that part.
+
+    A trailing remark in brackets ('(not feasible)') stays with its label. Labels that share nothing come back whole.
+    """
+    heads, tails = [], set()
+    for label in labels:
+        found = re.fullmatch(r"(.*?)( \([^()]*\))?", label)
+        head, separator, tail = found.group(1).partition(" · ")
+        if not separator:
+            return labels, None
+        heads.append(head + (found.group(2) or ""))
+        tails.add(tail)
+    return (heads, tails.pop()) if len(labels) > 1 and len(tails) == 1 else (labels, None)
+
+
+def spec(kind: str, rows: list[dict], title: str) -> dict:
+    """Return the full Vega-Lite spec of a chart of KIND: its rows as the named dataset, TITLE as its description.
+
+    What every category label shares (the hardware and software of one machine) is written once, as the chart's title,
+    rather than on every row (#37).
+    """
+    made_spec = made(language.current())[kind]
+    column, rows = CATEGORY[kind], language.said(rows)
+    labels = list(dict.fromkeys(str(row[column]) for row in rows))
+    names, shared = shared_part(labels)
+    if shared:
+        short = dict(zip(labels, names, strict=True))
+        rows = [{**row, column: short[str(row[column])]} for row in rows]
+    full = {**made_spec, "description": language.say(title), "datasets": {ROWS: rows}}
+    if shared:
+        full["title"] = shared
+    return full
+
+
+def spec_json(full: dict) -> bytes:
+    """Write a spec as JSON, the same bytes for the same spec (keys sorted)."""
+    return orjson.dumps(full, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def in_script(full: dict) -> str:
+    """Write a spec as JSON that can sit in a <script> element: no '<', '>' or '&' that could end it."""
+    data = orjson.dumps(full, option=orjson.OPT_SORT_KEYS)
+    return data.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026").decode("utf-8")

@@ -15,6 +15,7 @@ from iteralab.core.errors import UserError, write_error
 from iteralab.core.files import write_atomically
 from iteralab.core.language import Text
 from iteralab.money.catalog import Catalog
+from iteralab.site import vendor
 from iteralab.site.render import TEMPLATES, moment, template_files
 
 STATE_FILE = ".iteralab-build.json"
@@ -148,7 +149,7 @@ def _words(alternates: tuple) -> str:
 
 def shared_key(catalog: Catalog, alternates: tuple = ()) -> str:
     """Hash what every campaign's pages depend on: code version, templates, catalog, language."""
-    digest = hashlib.sha256(f"{iteralab.__version__}|{_words(alternates)}".encode())
+    digest = hashlib.sha256(f"{iteralab.__version__}|{vendor.versions()}|{_words(alternates)}".encode())
     for template in template_files():
         digest.update(template.name.encode() + template.read_bytes())
     digest.update(json.dumps(catalog.snapshot(), sort_keys=True).encode())

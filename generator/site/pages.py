@@ -8,22 +8,20 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from markupsafe import Markup
-
 from iteralab.core import language, processes
 from iteralab.core.errors import CampaignFailed, within_campaign
 from iteralab.core.language import Text
-from iteralab.decision.plan import span_range
 from iteralab.decision.report import Report, decide
 from iteralab.decision.text import figures_digest
 from iteralab.money.catalog import Catalog, gb_to_gib
 from iteralab.money.sizing import weights_bytes
-from iteralab.site import charts, stored, workers
+from iteralab.site import stored, workers
 from iteralab.site.bundle import campaign_bundle
+from iteralab.site.figures import campaign_charts, decision_charts
 from iteralab.site.incremental import summary
 from iteralab.site.output import Writer
 from iteralab.site.per_trial import trial_index, trial_sections, trial_table_rows
-from iteralab.site.render import fmt, jinja_environment
+from iteralab.site.render import jinja_environment
 from iteralab.store.reading import Loaded, RecordTable
 from iteralab.store.trials import trial_table, trials_csv
 from iteralab.store.views import CampaignView, campaign_views
@@ -133,17 +131,18 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
     """Write the campaign, decision, trial and qualification pages, the copies, trials.csv and the bundle."""
     env, view, base = jinja_environment(), job.view, f"campaigns/{job.view.name}"
     common = {"stamp": job.stamp, "catalog": job.catalog, "alternates": job.alternates}
+    drawn, decided = campaign_charts(view), decision_charts(report)
     bundle = campaign_bundle(view, runs=places.runs, notes=places.notes, catalog=places.catalog, loaded_notes=list(job.notes),
-                             price_catalog=job.catalog, table_csv=table_csv, report=report)
+                             price_catalog=job.catalog, table_csv=table_csv, report=report, charts=drawn + decided)
     bundle_info = {"name": f"evidence-{view.name}.zip", "sha256": hashlib.sha256(bundle).hexdigest(), "size": len(bundle)}
     writer.write(f"{base}/{bundle_info['name']}", bundle)
     compared, constant = view.compared_and_constant()
     writer.write(f"{base}/index.html", env.get_template("campaign.html").render(
         root="../../", page=f"{base}/index.html", view=view, compared=compared, constant=constant, separation=view.separation(), cost=view.cost(),
-        charts=campaign_charts(view), notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, trial_table_rows=trial_table_rows,
+        charts=drawn, notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, trial_table_rows=trial_table_rows,
         sizing=sizing_rows([view]), report=report, **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
-        root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decision_charts(report),
+        root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decided,
         notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, **common))
     _trials_page(writer, env, view, bundle_info["name"], common)
     writer.write(f"{base}/trials.csv", table_csv)
@@ -193,68 +192,3 @@ def sizing_rows(views: list[CampaignView]) -> list[dict]:
     return rows
 
 
-def _chart(draw, chart_id: str, title: str, description: str, rows: list[dict]) -> dict:
-    """Draw one chart with DRAW and keep its rows beside it as its data table (columns in the rows' order)."""
-    columns = list(rows[0])
-    # The rows as table cells, written here: a campaign's durations table has a row per trial.
-    body = "".join("<tr>" + "".join(f"<td>{fmt(row[column])}</td>" for column in columns) + "</tr>" for row in rows)
-    return {"id": chart_id, "title": title, "description": description, "svg": Markup(draw(rows)), "columns": columns,
-            "body": Markup(body)}
-
-
-def campaign_charts(view: CampaignView) -> list[dict]:
-    blocks = []
-    # Rounded for the reader (the chart draws the same figures): milliseconds, never six decimals.
-    duration_rows = [{"variant": v.label, "run_order": order, "seconds": round(seconds, 3)}
-                     for v in view.variants for order, seconds in enumerate(v.seconds, start=1)]
-    if duration_rows:
-        blocks.append(_chart(charts.durations_chart, "durations", Text("Measured window per successful trial"),
-                             Text("Each dot is one successful trial's measured window; the black tick is the configuration's "
-                                  "median. Failed trials have no duration and are listed under Failures."), duration_rows))
-    memory_rows = []
-    for v in view.variants:
-        for key, label in (("gpu_peak_allocated_bytes", Text("GPU peak allocated")),
-                           ("gpu_peak_reserved_bytes", Text("GPU peak reserved")),
-                           ("host_peak_rss_bytes", Text("host peak RSS (process)"))):
-            value, _ = v.peak(key)
-            if value is not None:
-                # Said here: the chart's legend shows the words themselves.
-                memory_rows.append({"variant": v.label, "counter": label.say(), "mib": round(value / 2**20, 1)})
-    if memory_rows:
-        blocks.append(_chart(charts.memory_chart, "memory", Text("Peak memory per configuration"),
-                             Text("Highest value of each counter over the configuration's successful trials, in MiB (2^20 "
-                                  "bytes). Counters are shown side by side, never added. GPU counters are absent when the "
-                                  "variant ran without a GPU."), memory_rows))
-    quality_rows = [{"variant": v.label, "bucket": bucket, "accuracy": round(value, 4)}
-                    for v in view.variants for bucket, value in v.bucket_quality("accuracy").items() if value is not None]
-    if quality_rows:
-        blocks.append(_chart(charts.quality_chart, "quality", Text("Accuracy per configuration and length bucket"),
-                             Text("Median accuracy against gold labels over the configuration's successful trials, per planned "
-                                  "length bucket."), quality_rows))
-    return blocks
-
-
-def decision_charts(report: Report) -> list[dict]:
-    """Charts of the decision page: planned spend and projected hours against the window, each with its data."""
-    blocks = []
-    spend_rows = [{"configuration": row.label, "planned": float(row.plan.total), "currency": row.plan.currency}
-                  for row in report.rows if row.plan]
-    if spend_rows:
-        blocks.append(_chart(charts.spend_chart, "planned-spend", Text("Planned package spend per configuration"),
-                             Text("The cheapest catalog package × lots covering the access window and the projected hours. "
-                                  "Configurations on hardware the catalog does not price have no bar."), spend_rows))
-    limit = report.question.limit_hours
-    # An infeasible configuration is drawn too (its hours are real), and said so in its label (#37: int8-b8 was unmarked).
-    hour_rows = [{"configuration": row.label if row.feasible else Text("{label} (not feasible)", label=row.label).say(),
-                  "projected": span_range(row.hours).say(), "low_hours": round(row.hours[0], 4),
-                  "high_hours": round(row.hours[2], 4), "lots": row.lots, "limit_hours": None if limit is None else float(limit),
-                  "feasible": language.said(Text("yes") if row.feasible else Text("no"))}
-                 for row in report.rows if row.hours]
-    if hour_rows:
-        marked = (Text("the red tick marks the hours available (the window, or the deadline when it comes first)")
-                  if limit is not None else Text("no window or deadline was stated, so nothing is marked"))
-        blocks.append(_chart(charts.hours_chart, "projected-hours", Text("Projected processing hours against the window"),
-                             Text("A projection, not a measurement: from the fastest to the slowest repetition, for the declared "
-                                  "workload on the planned lots, on a log axis so that minutes and the window's hours both "
-                                  "show; {marked}.", marked=marked), hour_rows))
-    return blocks

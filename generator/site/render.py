@@ -29,7 +29,7 @@ from iteralab.store.records import KINDS
 # Shipped inside the package (iteralab.templates, from the repository's templates/ folder), so a wheel has them too.
 TEMPLATES = Path(str(resources.files("iteralab.templates")))
 
-TEMPLATE_SUFFIXES = (".html", ".css")
+TEMPLATE_SUFFIXES = (".html", ".css", ".js", ".txt")
 
 
 FORMATS = {

@@ -3,7 +3,7 @@
 Run: .venv/bin/python -m tests.benchmarks.bench_steps [--campaigns 20] [--trials 100]
 Writes synthetic campaigns (as bench_build does), builds two others to warm the imports and the compiled templates, then
 builds the campaigns into an empty folder on one process with each step timed: the trials page, the evidence bundle,
-the decision, each template, the trial table and CSV, the charts, storing the campaign in the machine's store of
+the decision, each template, the trial table and CSV, the charts (and each chart's spec), storing the campaign in the machine's store of
 rendered campaigns (cold here: these campaigns were never built). Steps nest (a page's template inside its step), so
 they do not add up to the total; the total is the baseline each step is a share of.
 """
@@ -42,7 +42,7 @@ def main() -> None:
         os.environ["ITERALAB_CACHE_DIR"] = str(root / "cache")
         import jinja2
 
-        from iteralab.site import pages, stored
+        from iteralab.site import bundle, charts, pages, stored
         from iteralab.site.build import build_site
         from iteralab.store.reading import load_table
         from tests.benchmarks.bench_build import make_runs
@@ -58,6 +58,11 @@ def main() -> None:
                      "decision_charts", "campaign_views"):
             _timed(pages, name, totals)
         _timed(stored, "save", totals, "store the campaign (site/stored.py)")
+        # A chart's own cost (#34): its rows put into its kind's Altair spec, and that written as JSON for the page
+        # and for the bundle.
+        _timed(charts, "spec", totals, "chart specs (rows into the spec)")
+        _timed(charts, "in_script", totals, "chart specs as JSON in the page")
+        _timed(bundle, "spec_json", totals, "chart specs as JSON in the bundle")
         render = jinja2.Template.render
 
         def rendered(template, *args, **kwargs):

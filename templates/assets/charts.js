@@ -1,0 +1,18 @@
+// Draw each chart of the page from its Vega-Lite spec (the JSON beside it) with vega-embed, as SVG: crisp on paper.
+// The spec carries its language's number format (config.locale); no request leaves the page (actions: false also
+// leaves out the link to the online Vega editor).
+(function () {
+  "use strict";
+  document.querySelectorAll(".vega[data-spec]").forEach(function (box) {
+    var spec = JSON.parse(document.getElementById(box.getAttribute("data-spec")).textContent);
+    vegaEmbed(box, spec, {actions: false, renderer: "svg"}).then(function () {
+      // The box is one image named by the chart's title (role="img"); the drawing inside says nothing more to a
+      // screen reader, which reads the data table instead.
+      box.querySelectorAll("svg").forEach(function (svg) { svg.setAttribute("aria-hidden", "true"); });
+      box.setAttribute("data-drawn", "yes");
+    }).catch(function (error) {
+      box.setAttribute("data-drawn", "no");
+      console.error("chart " + box.getAttribute("data-spec") + " could not be drawn: " + error);
+    });
+  });
+})();
