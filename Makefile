@@ -15,7 +15,7 @@ SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 AXE_PIN ?= axe-core@4.14.1
 AXE = tests/.axe/node_modules/axe-core/axe.min.js
 
-.PHONY: demo test setup chromium mutation translations
+.PHONY: demo test setup chromium openssh mutation translations
 
 setup: $(VENV)/.installed
 
@@ -43,13 +43,17 @@ $(VENV)/.installed: pyproject.toml Makefile
 chromium:
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
+# Signed evidence bundles are signed and checked by OpenSSH's ssh-keygen (Debian: openssh-client).
+openssh:
+	@command -v ssh-keygen >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq openssh-client >/dev/null; }
+
 $(AXE):
 	npm install --silent --no-save --no-audit --no-fund --prefix tests/.axe $(AXE_PIN) >/dev/null
 
 demo: setup
 	HF_HUB_OFFLINE=1 $(BIN)/iteralab demo
 
-test: setup chromium $(AXE)
+test: setup chromium openssh $(AXE)
 	$(BIN)/ruff check generator tests
 	$(BIN)/lint-imports --no-cache
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --dist loadfile

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iteralab.site.bundle import verify_bundle
+from iteralab.site.verification import verify_bundle
 from iteralab.store import reading, records
 from tests import factory
 
@@ -59,7 +59,10 @@ def test_rental_receipt_deliverable_bundle_and_verify_end_to_end(measured, tmp_p
             "tiny-evidence/data/trials.csv", "tiny-evidence/data/catalog.csv", "tiny-evidence/data/protocol.json",
             "tiny-evidence/data/verdicts.json"} <= set(names)
     assert sum(name.startswith("tiny-evidence/data/predictions/") for name in names) == len(trials)
-    assert cli("verify", bundle) == (0, f"{bundle}: valid (every file present and matching its sha256)\n", "")
+    with zipfile.ZipFile(bundle) as archive:
+        built = archive.read("tiny-evidence/bag-info.txt").decode().split("Bagging-Date: ")[1][:10]
+    assert cli("verify", bundle) == (0, f"{bundle}: valid (every file present and matching its sha256); not signed (its "
+                                        f"checksums prove that it is whole, not who made it); built {built}\n", "")
 
     prediction = next(name for name in names if "/predictions/" in name)
     altered = tmp_path / "altered.zip"
@@ -255,7 +258,7 @@ def test_bag_names_replace_control_and_line_break_characters_only():
     ("bag/..", 0, "path with '..'"), ("bag/data/l", stat.S_IFLNK | 0o777, "symbolic link"),
     ("bag/data/fifo", stat.S_IFIFO | 0o644, "not a regular file"), ("bag/data/dev", stat.S_IFCHR | 0o644, "not a regular file")])
 def test_unsafe_zip_entries_are_named_and_ordinary_ones_pass(name, mode, why):
-    from iteralab.site.bundle import _unsafe
+    from iteralab.site.verification import _unsafe
 
     info = zipfile.ZipInfo(name)
     info.external_attr = mode << 16

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from iteralab.decision.rentals import add_rental
 from iteralab.run.corpus import Entry, json_lines, load_corpus, write_jsonl
-from iteralab.site.bundle import verify_bundle
 from iteralab.site.notes import load_notes
+from iteralab.site.verification import verify_bundle
 from iteralab.store import reading
 from tests.tiny import corpus_rows, write_campaign, write_corpus
 

@@ -45,3 +45,11 @@ def language_option(*, multiple: bool):
 def emit(as_json: bool, data: dict, human: str) -> None:
     """Print DATA as JSON with --json, else the human text."""
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True) if as_json else human)
+
+
+def sign_key_options(function):
+    """Add --sign-key KEY and --quiet: sign each evidence bundle's tag manifest with an OpenSSH key."""
+    function = click.option("--quiet", is_flag=True, help="never stop to ask for the signing key's passphrase (a key "
+                            "with one is refused: load it with ssh-add and pass KEY.pub)")(function)
+    return click.option("--sign-key", type=FOLDER, metavar="KEY", help="sign each evidence bundle with this OpenSSH key "
+                        "(ssh-keygen -Y sign, namespace iteralab-evidence), e.g. ~/.ssh/id_ed25519")(function)

@@ -7,13 +7,21 @@ from pathlib import Path
 import click
 
 from iteralab import demo as embedded
-from iteralab.cli.options import FOLDER, catalog_option, emit, json_option, language_option, runs_option
+from iteralab.cli.options import (
+    FOLDER,
+    catalog_option,
+    emit,
+    json_option,
+    language_option,
+    runs_option,
+    sign_key_options,
+)
 from iteralab.core import language
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.decision import rental_checks, text
 from iteralab.decision.report import decision_report
 from iteralab.run import runner, summary
-from iteralab.site import bundle, notes, serve
+from iteralab.site import bundle, notes, serve, verification
 from iteralab.site.build import build_site, describe_build
 from iteralab.store import listing, reading
 
@@ -81,11 +89,12 @@ def demo(runs, out, again, quiet):
                    "the 404 page, served at any path, links from there")
 @language_option(multiple=True)
 @catalog_option
+@sign_key_options
 @json_option
-def build(runs, out, notes, sheets, processes, base_url, languages, catalog, as_json):
+def build(runs, out, notes, sheets, processes, base_url, languages, catalog, sign_key, quiet, as_json):
     """Render the records, the catalog and decision notes into a static site, in English, Indonesian or both."""
     result = build_site(runs=runs, out=out, notes=notes, catalog=catalog, sheets=sheets, processes=processes,
-                        languages=languages, base_url=base_url)
+                        languages=languages, base_url=base_url, sign_key=sign_key, quiet=quiet)
     data = {**result, "index": str(result["index"].resolve()),
             "languages": {code: {**found, "index": str(found["index"].resolve())} for code, found in result["languages"].items()}}
     emit(as_json, data, describe_build(result))
@@ -143,22 +152,27 @@ def note_new(campaign, runs, notes_dir, author, again, catalog, as_json):
 @runs_option()
 @click.option("--notes", "notes_dir", type=FOLDER, help="decision notes folder (default: notes/ beside the runs folder)")
 @catalog_option
+@sign_key_options
 @json_option
-def bundle_command(campaign, output, runs, notes_dir, catalog, as_json):
-    """Write a campaign's evidence bundle: a deterministic zipped BagIt bag with checksums."""
-    path, digest = bundle.write_bundle(campaign=campaign, out=output, runs=runs, notes=notes_dir, catalog=catalog)
+def bundle_command(campaign, output, runs, notes_dir, catalog, sign_key, quiet, as_json):
+    """Write a campaign's evidence bundle: a deterministic zipped BagIt bag with checksums, signed with --sign-key."""
+    path, digest = bundle.write_bundle(campaign=campaign, out=output, runs=runs, notes=notes_dir, catalog=catalog,
+                                       sign_key=sign_key, quiet=quiet)
     emit(as_json, {"path": str(path), "sha256": digest}, f"{path}\nsha256 {digest}")
 
 
 @click.command()
 @click.argument("bundle_file", metavar="BUNDLE", type=FOLDER)
+@click.option("--allowed-signers", type=FOLDER, metavar="FILE",
+              help="OpenSSH allowed signers file (NAME KEY per line): the signature must be by one of its keys")
+@click.option("--require-signature", is_flag=True, help="refuse a bundle that is not signed")
 @json_option
-def verify(bundle_file, as_json):
-    """Check an evidence bundle: safe entries, every file present, every checksum right, nothing extra."""
-    problems = bundle.verify_bundle(bundle_file)
-    emit(as_json, {"bundle": str(bundle_file), "problems": problems, "valid": not problems},
-         "\n".join(problems) if problems else f"{bundle_file}: valid (every file present and matching its sha256)")
-    return 1 if problems else 0
+def verify(bundle_file, allowed_signers, require_signature, as_json):
+    """Check an evidence bundle: safe entries, every file present, every checksum right, nothing extra, its signature."""
+    report = verification.verify_report(bundle_file, allowed_signers=allowed_signers, require_signature=require_signature)
+    emit(as_json, {"bundle": str(bundle_file), **report, "valid": not report["problems"]},
+         verification.describe(bundle_file, report))
+    return 1 if report["problems"] else 0
 
 
 @click.command("runs")

@@ -15,7 +15,7 @@ from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder, sheets_folder
 from iteralab.decision.qualification import qualify, sheet_campaigns
 from iteralab.money.catalog import load_catalog
-from iteralab.site import charts, incremental, per_campaign, stored, vendor, workers
+from iteralab.site import charts, incremental, per_campaign, signing, stored, vendor, workers
 from iteralab.site.notes import load_notes, note_problems
 from iteralab.site.output import STATE_FILE, Writer, build_stamp, inputs_digest, list_files, shared_key
 from iteralab.site.pages import Places, catalog_rows, render_part
@@ -38,19 +38,21 @@ def _refuse_nested(runs: Path, out: Path) -> None:
 def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", notes: Path | str | None = None,
                catalog: Path | str | None = None, sheets: Path | str | None = None,
                processes: int | None = None, languages: tuple[str, ...] | list[str] | None = None,
-               base_url: str | None = None) -> dict:
+               base_url: str | None = None, sign_key: Path | str | None = None, quiet: bool = False) -> dict:
     """Render every page in each of LANGUAGES; campaigns whose inputs did not change since the last build are skipped.
 
     The first language is built into OUT, each other one into OUT/CODE/, every page linking to its twin in the others.
     LANGUAGES None: every language OUT already holds (English alone in a new one). A language OUT holds that LANGUAGES
     leaves out is removed, never left behind with stale pages. PROCESSES renders campaigns on that many cores (default: every core when there are thousands of trials).
     BASE_URL: where the site is published (https://host/team/site/ or /team/site/), for the one page a host serves at
-    any path, 404.html; every other page links relatively and needs none.
+    any path, 404.html; every other page links relatively and needs none. SIGN_KEY: an OpenSSH key that signs each
+    evidence bundle (QUIET: never ask for its passphrase).
     """
     runs, out = Path(runs), Path(out)
     top, held = held_languages(out)
     codes = _languages(languages) if languages else (top, *held)
     base_path = served_path(base_url)
+    signer = signing.signer(sign_key, quiet=quiet) if sign_key else None  # checked before anything is written
     if not runs.is_dir():
         raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records")
     inputs = _Inputs(runs)
@@ -60,7 +62,7 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
         with language.speaking(code):
             results[code] = _build_language(inputs=inputs, out=out if code == codes[0] else out / code, notes=notes,
                                             catalog=catalog, sheets=sheets, processes=processes,
-                                            alternates=others, base_path=base_path)
+                                            alternates=others, base_path=base_path, signer=signer)
     removed = [code for code in held if code not in codes[1:]]  # the top language's old folder too
     for code in removed:  # built before, left out now: its pages would be served stale, unlinked from the others
         shutil.rmtree(out / code, ignore_errors=True)
@@ -127,16 +129,17 @@ class _Inputs:
 
 
 def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, processes,
-                    alternates: tuple, base_path: str = "/") -> dict:
+                    alternates: tuple, base_path: str = "/", signer: signing.Signer | None = None) -> dict:
     """Build the site in the current language into OUT."""
     runs, out = inputs.runs, Path(out)
     _refuse_nested(runs, out)
-    places = Places(out, runs, notes_folder(runs, notes), Path(catalog) if catalog else None, alternates)
+    places = Places(out, runs, notes_folder(runs, notes), Path(catalog) if catalog else None, alternates, signer)
     sheets_dir = sheets_folder(runs, sheets)
     state = _read_state(out / STATE_FILE)
     runs_files = inputs.files
     # The 404 page links from where the site is published: another --base-url is a change to build.
-    digest = f"{inputs_digest(runs_files, places.notes, sheets_dir, places.catalog, alternates)}|{base_path}"
+    signed = signer.fingerprint if signer else ""  # another signing key (or none) changes every bundle
+    digest = f"{inputs_digest(runs_files, places.notes, sheets_dir, places.catalog, alternates)}|{base_path}|{signed}"
     if state.get("inputs") == digest and (out / "index.html").is_file():
         return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "copied": 0, "processes": 1,
                 "written": 0, "unchanged": 0, "problems": state.get("problems", []), "failed": state.get("failed", {})}
@@ -145,7 +148,7 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
     table = inputs.table()
     price_catalog = load_catalog(catalog)
     all_notes = load_notes(places.notes)
-    plan = _plan(table, runs_files, sheets_dir, price_catalog, all_notes, places.alternates)
+    plan = _plan(table, runs_files, sheets_dir, price_catalog, all_notes, places.alternates, signed)
     names, keys, problems = plan["names"], plan["keys"], plan["problems"]
     previous, summaries = state.get("campaigns", {}), state.get("summaries", {})
     state.setdefault("answers", {})
@@ -187,7 +190,7 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
             "written": writer.written, "unchanged": writer.kept, "problems": problems, "failed": failed}
 
 
-def _plan(table, runs_files: list, sheets_dir: Path, price_catalog, all_notes: list, alternates: tuple) -> dict:
+def _plan(table, runs_files: list, sheets_dir: Path, price_catalog, all_notes: list, alternates: tuple, signed: str = "") -> dict:
     """Work out each campaign's inputs and key from the record table, and settle the qualification sheets."""
     positions = incremental.groups(table)
     names = list(positions)
@@ -202,7 +205,7 @@ def _plan(table, runs_files: list, sheets_dir: Path, price_catalog, all_notes: l
     newest = incremental.newest_records(table, positions)
     stamps = {name: build_stamp(newest[name]) for name in names}
     present = incremental.present_predictions(table, positions, {relative for relative, _ in runs_files})
-    keys = incremental.campaign_keys(table, positions, shared_key(price_catalog, alternates), problems, present, notes, sheets, stamps,
+    keys = incremental.campaign_keys(table, positions, shared_key(price_catalog, alternates, signed), problems, present, notes, sheets, stamps,
                                      incremental.other_files(runs_files))
     return {"names": names, "positions": positions, "problems": problems, "sheet_problems": sheet_problems, "notes": notes,
             "sheets": sheets, "newest": newest, "stamps": stamps, "present": present, "keys": keys}

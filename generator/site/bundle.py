@@ -6,7 +6,6 @@ import hashlib
 import io
 import re
 import stat
-import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
@@ -20,12 +19,12 @@ from iteralab.core.paths import DEFAULT_RUNS, notes_folder
 from iteralab.decision.report import decide
 from iteralab.decision.text import describe_report, report_dict
 from iteralab.money.catalog import load_catalog
+from iteralab.site import signing
 from iteralab.site.charts import spec_json
 from iteralab.site.figures import campaign_charts, decision_charts
 from iteralab.site.focus import focus_csv
 from iteralab.site.notes import load_notes
 from iteralab.site.render import fmt, jinja_environment, pretty_json
-from iteralab.store.columns import parse_line
 from iteralab.store.reading import load
 from iteralab.store.trials import trial_table, trials_csv
 from iteralab.store.views import CampaignView, campaign_views
@@ -181,19 +180,27 @@ def zip_bytes(top: str, files: dict[str, bytes]) -> bytes:
 
 def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None, catalog: Path | None = None,
                     loaded_notes: list | None = None, price_catalog=None, table_csv: str | None = None, report=None,
-                    charts: list[dict] | None = None) -> bytes:
-    """Return the deterministic zip of one campaign's evidence bag."""
+                    charts: list[dict] | None = None, signer: signing.Signer | None = None) -> bytes:
+    """Return the deterministic zip of one campaign's evidence bag, its tag manifest signed with SIGNER when given.
+
+    A signed bag is the unsigned one plus its signatures/ folder: the same key and bag give the same bytes.
+    """
     top = f"{view.name}-evidence"
     bagging_date = (view.last_at if view.manifests or view.trials else "1980-01-01")[:10]
     digests: dict[str, str] = {}
     files = payload(view, Path(runs), notes, catalog, loaded_notes=loaded_notes, price_catalog=price_catalog,
                     table_csv=table_csv, report=report, digests=digests, charts=charts)
-    return zip_bytes(top, bag_files(top, files, bagging_date, digests))
+    bag = bag_files(top, files, bagging_date, digests)
+    if signer is not None:
+        bag.update(signing.signature_files(bag["tagmanifest-sha256.txt"], signer))
+    return zip_bytes(top, bag)
 
 
 def write_bundle(*, campaign: str, out: Path | str, runs: Path | str = DEFAULT_RUNS, notes: Path | str | None = None,
-                 catalog: Path | str | None = None) -> tuple[Path, str]:
-    """Write CAMPAIGN's evidence bundle to OUT; return the path and its sha256."""
+                 catalog: Path | str | None = None, sign_key: Path | str | None = None,
+                 quiet: bool = False) -> tuple[Path, str]:
+    """Write CAMPAIGN's evidence bundle to OUT, signed with SIGN_KEY when given; return the path and its sha256."""
+    signer = signing.signer(sign_key, quiet=quiet) if sign_key else None  # a key that cannot sign stops before any work
     runs = Path(runs)
     views = {view.name: view for view in campaign_views(load(runs))}
     if campaign not in views:
@@ -202,145 +209,8 @@ def write_bundle(*, campaign: str, out: Path | str, runs: Path | str = DEFAULT_R
     if view.failure:
         raise CampaignFailed(campaign, view.failure)
     with within_campaign(campaign):
-        data = campaign_bundle(view, runs=runs, notes=notes_folder(runs, notes), catalog=catalog)
+        data = campaign_bundle(view, runs=runs, notes=notes_folder(runs, notes), catalog=catalog, signer=signer)
     out = Path(out)
     with writing(out, "the evidence bundle"):
         write_atomically(out, data)  # an existing bundle is replaced whole, or kept when the disk is full
     return out, hashlib.sha256(data).hexdigest()
-
-
-def _unsafe(info: zipfile.ZipInfo) -> str | None:
-    name = info.filename
-    path = PurePosixPath(name)
-    if name.startswith("/") or "\\" in name or (len(name) > 1 and name[1] == ":"):
-        return "absolute path"
-    if ".." in path.parts:
-        return "path with '..'"
-    mode = info.external_attr >> 16
-    if stat.S_ISLNK(mode):
-        return "symbolic link"
-    # Zips from other tools often carry no file-type bits at all; only a stated other type is refused.
-    if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        return "not a regular file"
-    return None
-
-
-def verify_bundle(path: Path | str) -> list[str]:
-    """Check a bundle's safety, completeness and every checksum; return the problems (empty when sound)."""
-    import bagit
-
-    path = Path(path)
-    try:
-        archive = zipfile.ZipFile(path)
-    except FileNotFoundError:
-        raise UserError(f"{path} does not exist") from None
-    except zipfile.BadZipFile:
-        raise UserError(f"{path} is not a zip file") from None
-    except OSError as error:  # a folder, or no permission to read it
-        raise UserError(f"cannot read {path}: {error.strerror or error}") from None
-    with archive, tempfile.TemporaryDirectory(prefix="iteralab-verify-") as temporary:
-        infos = archive.infolist()
-        refused = [f"{info.filename}: refused ({why}); nothing was extracted" for info in infos if (why := _unsafe(info))]
-        if refused:
-            return refused
-        tops = {PurePosixPath(info.filename).parts[0] for info in infos}
-        if len(tops) != 1:
-            return [f"the bundle must hold one top folder, it holds {len(tops)}: {', '.join(sorted(tops))}"]
-        root = Path(temporary)
-        try:
-            outside = _extract(archive, infos, root)
-        except OSError as error:
-            raise UserError(f"could not unpack {path} into a temporary folder to check it ({temporary}): "
-                            f"{error.strerror or error}; free space there or set TMPDIR to another folder, and run again") from None
-        if outside:
-            return outside
-        bag_dir = root / tops.pop()
-        problems = _check_manifests(bag_dir)
-        if problems:
-            return problems
-        try:
-            bag = bagit.Bag(str(bag_dir))
-            bag.validate()
-        except bagit.BagValidationError as error:
-            return [_describe(detail) for detail in error.details] or [str(error)]
-        except bagit.BagError as error:
-            return [f"not a valid BagIt bag: {error}"]
-        return _check_references(bag_dir, bag_dir.name.removesuffix("-evidence"))
-    return []
-
-
-def _check_references(bag_dir: Path, campaign: str) -> list[str]:
-    """Name every file a bundled record of CAMPAIGN names that the bag lacks, or carries with other bytes."""
-    bagged: dict[str, tuple[dict, str]] = {}  # the first record of each id, as the loader keeps it
-    for path in sorted((bag_dir / "data" / "records").glob("*.jsonl")):
-        for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
-            record, _ = parse_line(raw) if raw.strip() else (None, None)
-            if record is not None and record["campaign"] == campaign:
-                bagged.setdefault(record["record_id"], (record, f"data/records/{path.name}:{number}"))
-    problems = []
-    for record, where in bagged.values():
-        for place, relative, sha256 in references([record]):
-            carried = bag_dir / "data" / place
-            if not carried.is_file():
-                problems.append(f"data/{place}: missing; {where} ({record['kind']} {record['record_id']}) names {relative}, "
-                                "which the bundle must carry: bundle it again from a runs folder that holds it")
-            elif sha256 is not None and hashlib.sha256(carried.read_bytes()).hexdigest() != sha256:
-                problems.append(f"data/{place}: its sha256 differs from the one {where} ({record['kind']} "
-                                f"{record['record_id']}) records for {relative}")
-    return problems
-
-
-def _extract(archive: zipfile.ZipFile, infos: list, root: Path) -> list[str]:
-    """Unpack the entries under ROOT; return a refusal for one that would land outside it (nothing after it is unpacked)."""
-    for info in infos:
-        target = root / info.filename
-        if not target.resolve().is_relative_to(root.resolve()):
-            return [f"{info.filename}: refused (would land outside the temporary folder)"]
-        if info.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with archive.open(info) as source, open(target, "wb") as sink:
-            sink.write(source.read())
-    return []
-
-
-def _check_manifests(bag_dir: Path) -> list[str]:
-    """Name each payload or tag file that is missing, altered or not listed (bagit stops at the first count)."""
-    problems = []
-    for manifest_name, scope in (("manifest-sha256.txt", "data"), ("tagmanifest-sha256.txt", None)):
-        manifest = bag_dir / manifest_name
-        if not manifest.is_file():
-            problems.append(f"{manifest_name}: missing; this is not an iteralab evidence bag")
-            continue
-        listed = {}
-        # BagIt (RFC 8493) ends lines with LF, CR or CRLF, and nothing else: a file name may hold U+2028 or U+0085.
-        text = manifest.read_bytes().decode("utf-8")
-        for number, line in enumerate(re.split(r"\r\n|\r|\n", text.removesuffix("\n").removesuffix("\r")), start=1):
-            digest, _, name = line.partition("  ")
-            if not name:
-                problems.append(f"{manifest_name}:{number}: not 'sha256  path'")
-                continue
-            listed[name] = digest
-        for name, digest in sorted(listed.items()):
-            path = bag_dir / name
-            if not path.is_file():
-                problems.append(f"{name}: missing (listed in {manifest_name})")
-            elif hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-                problems.append(f"{name}: altered (its sha256 differs from {manifest_name})")
-        if scope:
-            present = {p.relative_to(bag_dir).as_posix() for p in (bag_dir / scope).rglob("*") if p.is_file()}
-            problems.extend(f"{name}: unexpected (not in {manifest_name})" for name in sorted(present - set(listed)))
-    return problems
-
-
-def _describe(detail) -> str:
-    import bagit
-
-    if isinstance(detail, bagit.ChecksumMismatch):
-        return f"{detail.path}: altered ({detail.algorithm} is {detail.found}, the manifest says {detail.expected})"
-    if isinstance(detail, bagit.FileMissing):
-        return f"{detail.path}: missing (listed in the manifest)"
-    if isinstance(detail, bagit.UnexpectedFile):
-        return f"{detail.path}: unexpected (not in the manifest)"
-    return str(detail)

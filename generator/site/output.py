@@ -147,9 +147,9 @@ def _words(alternates: tuple) -> str:
     return json.dumps([code, language.catalog_digest(code), alternates])
 
 
-def shared_key(catalog: Catalog, alternates: tuple = ()) -> str:
-    """Hash what every campaign's pages depend on: code version, templates, catalog, language."""
-    digest = hashlib.sha256(f"{iteralab.__version__}|{vendor.versions()}|{_words(alternates)}".encode())
+def shared_key(catalog: Catalog, alternates: tuple = (), signed: str = "") -> str:
+    """Hash what every campaign's pages depend on: code version, templates, catalog, language, the bundles' signing key."""
+    digest = hashlib.sha256(f"{iteralab.__version__}|{vendor.versions()}|{_words(alternates)}|{signed}".encode())
     for template in template_files():
         digest.update(template.name.encode() + template.read_bytes())
     digest.update(json.dumps(catalog.snapshot(), sort_keys=True).encode())

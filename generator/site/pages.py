@@ -22,6 +22,7 @@ from iteralab.site.incremental import summary
 from iteralab.site.output import Writer
 from iteralab.site.per_trial import trial_index, trial_sections, trial_table_rows
 from iteralab.site.render import jinja_environment
+from iteralab.site.signing import Signer
 from iteralab.store.reading import Loaded, RecordTable
 from iteralab.store.trials import trial_table, trials_csv
 from iteralab.store.views import CampaignView, campaign_views
@@ -58,6 +59,7 @@ class Places:
     notes: Path
     catalog: Path | None
     alternates: tuple = ()  # (code, name, path from this language's site to that one's) of the other languages built
+    signer: Signer | None = None  # the key that signs each evidence bundle (build --sign-key)
 
 
 def render_part(name: str, part: RecordTable, notes: tuple, sheets: tuple, stamp: str,
@@ -133,8 +135,10 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
     common = {"stamp": job.stamp, "catalog": job.catalog, "alternates": job.alternates}
     drawn, decided = campaign_charts(view), decision_charts(report)
     bundle = campaign_bundle(view, runs=places.runs, notes=places.notes, catalog=places.catalog, loaded_notes=list(job.notes),
-                             price_catalog=job.catalog, table_csv=table_csv, report=report, charts=drawn + decided)
-    bundle_info = {"name": f"evidence-{view.name}.zip", "sha256": hashlib.sha256(bundle).hexdigest(), "size": len(bundle)}
+                             price_catalog=job.catalog, table_csv=table_csv, report=report, charts=drawn + decided,
+                             signer=places.signer)
+    bundle_info = {"name": f"evidence-{view.name}.zip", "sha256": hashlib.sha256(bundle).hexdigest(), "size": len(bundle),
+                   "signed": places.signer}
     writer.write(f"{base}/{bundle_info['name']}", bundle)
     compared, constant = view.compared_and_constant()
     writer.write(f"{base}/index.html", env.get_template("campaign.html").render(
