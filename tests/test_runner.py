@@ -90,7 +90,7 @@ def test_a_changed_protocol_is_refused(tiny_campaign, tmp_path, cli):
     assert cli("run", tiny_campaign(repetitions=1, batch_sizes=(1,)), "--runs", runs, "--quiet")[0] == 0
     before = sorted((path, path.read_bytes()) for path in runs.rglob("*.jsonl"))
     code, _, err = cli("run", tiny_campaign(repetitions=1, batch_sizes=(1,), accuracy=0.5), "--runs", runs)
-    assert code == 1 and "new campaign revision" in err
+    assert code == 1 and "is a new campaign: set campaign" in err
     assert sorted((path, path.read_bytes()) for path in runs.rglob("*.jsonl")) == before
 
 

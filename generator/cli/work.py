@@ -18,7 +18,7 @@ from iteralab.cli.options import (
 )
 from iteralab.core import language
 from iteralab.core.paths import DEFAULT_RUNS
-from iteralab.decision import rental_checks, text
+from iteralab.decision import compared, rental_checks, revisions, text
 from iteralab.decision.report import decision_report
 from iteralab.run import runner, summary
 from iteralab.site import bundle, notes, serve, verification
@@ -124,6 +124,20 @@ def decide(campaign, runs, lang, catalog, as_json):
         emit(as_json, text.report_dict(report, said_in=lang), text.describe_report(report))
 
 
+@click.command()
+@click.argument("earlier")
+@click.argument("later")
+@runs_option()
+@language_option(multiple=False)
+@catalog_option
+@json_option
+def compare(earlier, later, runs, lang, catalog, as_json):
+    """Set two revisions of a question side by side: what changed, each configuration's figures, whether the answer did."""
+    comparison = revisions.compare_campaigns(earlier=earlier, later=later, runs=runs, catalog=catalog)
+    with language.speaking(lang):
+        emit(as_json, compared.comparison_dict(comparison), compared.describe_comparison(comparison))
+
+
 @click.group()
 def note():
     """Draft decision notes (Markdown) for the team to edit before publishing."""
@@ -199,4 +213,4 @@ def trials(campaign, accepted, run_id, runs, as_json):
     emit(as_json, {"campaign": campaign, "trials": rows}, listing.describe_trials(view, rows))
 
 
-COMMANDS = (runs_command, trials, check, run, demo, build, serve_command, decide, note, bundle_command, verify)
+COMMANDS = (runs_command, trials, check, run, demo, build, serve_command, decide, compare, note, bundle_command, verify)

@@ -162,8 +162,12 @@ def decision_question(table: Table) -> dict:
     start, end, hours = _window(table, zone)
     deadline, deadline_hours = _deadline(table, zone, start)
     budget = _budget(table)
+    # The campaign whose question this one asks again (#35): part of the fingerprint, stated before any timing.
+    asks_again = table.get("asks_again", str, default=None)
+    if asks_again is not None and not NAME_PATTERN.match(asks_again):
+        table.fail("asks_again", f"{asks_again!r} is not a campaign name (letters, digits, '.', '_' or '-')")
     table.finish()
-    return {
+    question = {
         "corpora": (corpora or 1) if entries is None else None,
         "entries": entries,
         "window_start": None if start is None else start.isoformat(),
@@ -174,6 +178,9 @@ def decision_question(table: Table) -> dict:
         "deadline_hours": None if deadline_hours is None else format_hours(Decimal(str(deadline_hours))),
         "budget": budget,
     }
+    if asks_again is not None:  # absent otherwise: campaigns without it keep their fingerprint
+        question["asks_again"] = asks_again
+    return question
 
 
 def _moment(table: Table, key: str, zone):
@@ -333,3 +340,19 @@ def rotation(variants: list[str], repetitions: int, reference: str) -> list[tupl
         shift = round_index % len(order)
         plan.extend((name, round_index + 1) for name in order[shift:] + order[:shift])
     return plan
+
+
+def refuse_changed_protocol(campaign: Campaign, existing: list[dict], fingerprint: str) -> None:
+    """Refuse records of another protocol or variant settings under the campaign's name: a change is a new campaign."""
+    for record in existing:
+        if record["kind"] in ("manifest", "trial") and record["protocol_fingerprint"] != fingerprint:
+            raise UserError(
+                f"campaign {campaign.name} already holds records under protocol {record['protocol_fingerprint'][:12]} "
+                f"(e.g. {record['record_id']}), but {campaign.source} gives protocol {fingerprint[:12]}: a changed protocol "
+                f"or corpus is a new campaign: set campaign = \"{campaign.name}-r2\" (with [decision] asks_again = "
+                f"\"{campaign.name}\" when only the model or the software changed) or restore the protocol")
+        if record["kind"] == "trial" and record["variant"] in {v.name for v in campaign.variants}:
+            declared = campaign.variant(record["variant"]).config()
+            if record["variant_config"] != declared:
+                raise UserError(f"variant {record['variant']} of campaign {campaign.name} was recorded with other settings "
+                                f"({record['record_id']}); a changed variant needs a new name")

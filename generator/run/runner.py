@@ -15,7 +15,7 @@ from iteralab.core.errors import UserError
 from iteralab.core.files import copy_atomically, writing
 from iteralab.core.language import Text
 from iteralab.core.paths import DEFAULT_RUNS
-from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, rotation
+from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, refuse_changed_protocol, rotation
 from iteralab.run.corpus import Corpus, load_corpus, token_counts
 from iteralab.run.machine import code_version, machine_facts, model_files
 from iteralab.run.metrics import check_format, check_ids, evaluate
@@ -32,7 +32,7 @@ from iteralab.run.trial import (
     out_of_memory_errors,
     release,
 )
-from iteralab.store import reading, records
+from iteralab.store import questions, reading, records
 
 
 @dataclass
@@ -121,10 +121,12 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
                         f"(first: {', '.join(over[:5])}) and the protocol refuses truncation")
     bucket_of = {entry_id: _bucket(count, protocol["buckets"]) for entry_id, count in token_counts.items()}
     fingerprint = protocol_fingerprint(protocol, corpus.fingerprint)
+    questions.check_revision(question={"protocol": protocol, "corpus": {"fingerprint": corpus.fingerprint, "split": campaign.split}},
+                             campaign=campaign.name, runs=runs_dir, source=campaign.source)  # before any timing (#35)
     existing = _campaign_records(runs_dir, campaign.name)
     resumption = find_resumable(campaign, existing, fingerprint, environment, retry=retry) if resume else None
     if resumption is None:
-        _refuse_changed_protocol(campaign, existing, fingerprint)
+        refuse_changed_protocol(campaign, existing, fingerprint)
     elif rental_id is not None and rental_id != (resumption.manifest.get("rental") or {}).get("rental_id"):
         raise UserError(f"run {resumption.manifest['run_id']} was not started with --rental {rental_id}: a resumed run keeps "
                         "its own rental link; leave --rental out, or link the rental with rental add --run")
@@ -171,20 +173,6 @@ def _campaign_records(runs_dir: Path, name: str) -> list[dict]:
     if not folder.is_dir():
         return []
     return reading.load(folder).of_campaign(name)
-
-
-def _refuse_changed_protocol(campaign: Campaign, existing: list[dict], fingerprint: str) -> None:
-    for record in existing:
-        if record["kind"] in ("manifest", "trial") and record["protocol_fingerprint"] != fingerprint:
-            raise UserError(
-                f"campaign {campaign.name} already holds records under protocol {record['protocol_fingerprint'][:12]} "
-                f"(e.g. {record['record_id']}), but {campaign.source} gives protocol {fingerprint[:12]}: a changed protocol "
-                f"or corpus is a new campaign revision; set campaign = \"{campaign.name}-r2\" or restore the protocol")
-        if record["kind"] == "trial" and record["variant"] in {v.name for v in campaign.variants}:
-            declared = campaign.variant(record["variant"]).config()
-            if record["variant_config"] != declared:
-                raise UserError(f"variant {record['variant']} of campaign {campaign.name} was recorded with other settings "
-                                f"({record['record_id']}); a changed variant needs a new name")
 
 
 def _reference_from_records(prepared: Prepared, runs_dir: Path) -> dict | None:

@@ -1,0 +1,118 @@
+"""Two revisions of one question side by side: each configuration in both, and whether the answer changed (#35).
+
+Ranked by the decision report's own rule, never by a new one; which campaigns ask one question, and what changed
+between their manifests, is store.questions'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from iteralab.core.language import Text
+from iteralab.decision.report import Report, Row, decide
+from iteralab.money.catalog import Catalog, load_catalog
+from iteralab.store.listing import campaign_view_of
+from iteralab.store.questions import asked_again, changes, question_differences
+from iteralab.store.separation import separate
+from iteralab.store.views import CampaignView
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """Two revisions of a question side by side: what changed, each configuration in both, and the answer."""
+
+    earlier: Report
+    later: Report
+    linked: bool  # the later campaign names the earlier one in asks_again
+    changes: list[dict]
+    question: list[str]  # parts of the question that differ (empty: the same question)
+    pairs: list[dict]  # per configuration present in both: each side's figures and the separation between them
+    only_earlier: list[str]
+    only_later: list[str]
+    answer_changed: bool | None  # None: neither has an answer to compare
+    answer: Text
+
+
+def _key(row: Row) -> tuple:
+    configuration = row.summary.configuration
+    return (row.summary.name, configuration.hardware if configuration else "")
+
+
+def _side(row: Row) -> dict:
+    summary = row.summary
+    return {"label": row.label, "ok": summary.ok, "accepted": summary.accepted, "feasible": row.feasible,
+            "conditions": list(row.conditions), "median": summary.median if summary.seconds else None,
+            "minimum": summary.minimum if summary.seconds else None, "maximum": summary.maximum if summary.seconds else None,
+            "planned": row.plan.total if row.plan else None, "planned_currency": row.plan.currency if row.plan else None,
+            "planned_reason": None if row.plan else row.plan_reason, "observed": row.observed_spend,
+            "observed_currency": row.observed_currency, "observed_reason": row.observed_reason,
+            "cost_per_corpus": row.cost_per_corpus, "cost_reason": row.cost_reason}
+
+
+def _named(row: Row, campaign: str):
+    # The separation rule compares two summaries by their labels: each side named by its campaign.
+    return dataclasses.replace(row.summary, label=f"{row.summary.name} ({campaign})")
+
+
+def answer_row(report: Report) -> Row | None:
+    """Return the configuration a report answers with: the cheapest feasible priced one, else the first feasible."""
+    return report.cheapest or (report.ranked[0] if report.ranked else None)
+
+
+def _answer(earlier: Report, later: Report) -> tuple[bool | None, Text]:
+    old, new = answer_row(earlier), answer_row(later)
+    if old is None and new is None:
+        return None, Text("Neither revision has a feasible configuration: there is no answer to compare.")
+    if old is not None and new is not None and _key(old) == _key(new) and (
+            (old.plan.describe() if old.plan else None) == (new.plan.describe() if new.plan else None)):
+        return False, Text("The answer is unchanged: {answer}.", answer=_said(new))
+    if new is None:
+        return True, Text("The answer changed: {old} was the answer, and no configuration of {later} is feasible.",
+                          old=_said(old), later=later.campaign)
+    if old is None:
+        return True, Text("The answer changed: no configuration of {earlier} was feasible; now {new}.",
+                          earlier=earlier.campaign, new=_said(new))
+    return True, Text("The answer changed from {old} to {new}, because {why}.", old=_said(old), new=_said(new),
+                      why=_why(old, later))
+
+
+def _said(row: Row) -> Text:
+    if row.plan:
+        return Text("{label}, {plan}", label=row.label, plan=row.plan.describe())
+    return Text("{label} ({reason})", label=row.label, reason=row.plan_reason)
+
+
+def _why(old: Row, later: Report) -> Text:
+    again = next((row for row in later.rows if _key(row) == _key(old)), None)
+    if again is None:
+        return Text("{label} was not measured again", label=old.summary.name)
+    if not again.feasible:
+        return Text("{label} now fails: {conditions}", label=old.summary.name, conditions="; ".join(again.conditions))
+    if again.plan and old.plan and again.plan.total != old.plan.total:
+        return Text("{label} is now planned {total} {currency} (was {before})", label=old.summary.name,
+                    total=again.plan.total, currency=again.plan.currency, before=old.plan.total)
+    return Text("another configuration now ranks first by the same rule (planned spend, then failures, then hours)")
+
+
+def compare(earlier: CampaignView, later: CampaignView, catalog: Catalog) -> Comparison:
+    """Set two revisions side by side, each decided by the decision report's own rule with the same catalog."""
+    old_report, new_report = decide(earlier, catalog), decide(later, catalog)
+    old_manifest = earlier.manifests[-1] if earlier.manifests else {}
+    new_manifest = later.manifests[-1] if later.manifests else {}
+    old_rows, new_rows = {_key(row): row for row in old_report.rows}, {_key(row): row for row in new_report.rows}
+    pairs = [{"configuration": f"{key[0]} · {key[1]}" if key[1] else key[0], "earlier": _side(old_rows[key]),
+              "later": _side(new_rows[key]),
+              "separation": separate(_named(old_rows[key], earlier.name), _named(new_rows[key], later.name))["text"]}
+             for key in old_rows if key in new_rows]
+    changed, said = _answer(old_report, new_report)
+    return Comparison(old_report, new_report, asked_again(new_manifest) == earlier.name, changes(old_manifest, new_manifest),
+                      question_differences(old_manifest, new_manifest), pairs,
+                      [old_rows[key].label for key in old_rows if key not in new_rows],
+                      [new_rows[key].label for key in new_rows if key not in old_rows], changed, said)
+
+
+def compare_campaigns(*, earlier: str, later: str, runs: Path | str, catalog: Path | str | None = None) -> Comparison:
+    """Read two campaigns of a runs folder and compare them (iteralab compare EARLIER LATER)."""
+    return compare(campaign_view_of(runs, earlier), campaign_view_of(runs, later), load_catalog(catalog))
+
