@@ -27,6 +27,7 @@ from iteralab.store.reading import load
 
 DEMO_LANGUAGES = ("en", "id")
 CAMPAIGN = "demo-rotten-tomatoes"
+REVISION = "demo-rotten-tomatoes-eager"  # the same question asked again with eager attention (#35)
 LABELS = ("fresh", "rotten")
 BUCKETS = (("short", 24, 600), ("medium", 40, 300), ("long", None, 100))
 MAX_LENGTH = 64
@@ -170,11 +171,13 @@ def native_bf16(cpuinfo: str | None = None) -> bool:
     return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
 
 
-def campaign_text(workspace: Path, training: dict, bf16: bool | None = None) -> str:
+def campaign_text(workspace: Path, training: dict, bf16: bool | None = None, *, revision: bool = False) -> str:
     """Write the demo campaign: series 1 changes the batch, series 2 the precision, reference fp32 batch 1.
 
     The precision series holds bf16 only where the CPU computes it natively (decided here, before any timing):
-    emulated bf16 took five times fp32's time and a third of the whole demo on a CPU without it.
+    emulated bf16 took five times fp32's time and a third of the whole demo on a CPU without it. REVISION: the same
+    question asked again (#35) with one software setting changed, transformers' eager attention instead of sdpa, on
+    two repetitions instead of five to keep the demo short.
     """
     accuracy = _threshold(training["heldout_accuracy"])
     bf16 = native_bf16() if bf16 is None else bf16
@@ -182,11 +185,11 @@ def campaign_text(workspace: Path, training: dict, bf16: bool | None = None) -> 
                 ("fp32-b8", "batch", 8, "fp32", "none"), *([("bf16-b8", "precision", 8, "bf16", "none")] if bf16 else []),
                 ("int8-b8", "precision", 8, "fp32", "dynamic-int8")]
     lines = [
-        f'campaign = "{CAMPAIGN}"',
-        'title = "Demo: classify 1,000 film reviews as fresh or rotten (MiniLM-L6, CPU)"',
+        f'campaign = "{REVISION if revision else CAMPAIGN}"',
+        'title = "Demo: classify 1,000 film reviews as fresh or rotten (MiniLM-L6, CPU' + (', eager attention)"' if revision else ')"'),
         "", "[corpus]", 'path = "final.jsonl"', 'split = "final"',
         "", "[model]", 'path = "model"',
-        "", "[protocol]", "repetitions = 5", f"max_length = {MAX_LENGTH}", 'padding = "longest"', 'truncation = "truncate"',
+        "", "[protocol]", f"repetitions = {2 if revision else 5}", f"max_length = {MAX_LENGTH}", 'padding = "longest"', 'truncation = "truncate"',
         f"seed = {SEED}", "deterministic = true", 'reference_variant = "fp32-b1"', f"min_agreement = {RECIPE['min_agreement']}",
         "", "# Set from the held-out tuning accuracy "
         f"({training['heldout_accuracy']:.4f}) minus {RECIPE['threshold_margin']}, before any timing.",
@@ -198,12 +201,17 @@ def campaign_text(workspace: Path, training: dict, bf16: bool | None = None) -> 
         "[decision]", "corpora = 20", 'window_start = "2026-09-28T09:00"', 'window_end = "2026-10-02T09:00"',
         'time_zone = "Asia/Jakarta"',
     ]
+    if revision:
+        lines += ["# The same question asked again after a software change (attention sdpa -> eager), on 2 repetitions",
+                  "# instead of 5 to keep the demo short: the workload, window, thresholds and corpus are the same.",
+                  f'asks_again = "{CAMPAIGN}"']
     lines += ["", "# Precision series: " + ("this CPU computes bf16 natively, so bf16-b8 is measured beside int8-b8."
                                           if bf16 else "this CPU has no native bf16 (no avx512_bf16, amx_bf16 or bf16 flag), "
                                                        "so bf16 is left out, decided before any timing; int8-b8 is measured.")]
     for name, series, batch, precision, quantization in variants:
         lines += ["", "[[variants]]", f'name = "{name}"', f'series = "{series}"', f"batch_size = {batch}",
-                  f'precision = "{precision}"', f'quantization = "{quantization}"', 'attention = "sdpa"', 'device = "cpu"']
+                  f'precision = "{precision}"', f'quantization = "{quantization}"',
+                  f'attention = "{"eager" if revision else "sdpa"}"', 'device = "cpu"']
     return "\n".join(lines) + "\n"
 
 
@@ -222,6 +230,11 @@ def install_example_sheets(folder: Path) -> list[Path]:
     return written
 
 
+def revision_file(campaign_file: Path) -> Path:
+    """Return the file of the demo's second revision, beside the demo campaign's."""
+    return campaign_file.with_name("campaign-eager.toml")
+
+
 def prepare_workspace(*, log=None) -> Path:
     """Build (once) the corpora, the fine-tuned model and the campaign file; return the campaign file."""
     from transformers import AutoTokenizer
@@ -234,9 +247,11 @@ def prepare_workspace(*, log=None) -> Path:
     if (workspace / "training.json").is_file():
         # The model and corpora are cached; the campaign text is written again from the cached training figures, so
         # a newer iteralab's campaign (e.g. its decision question) applies without fine-tuning again.
-        text = campaign_text(workspace, json.loads((workspace / "training.json").read_text(encoding="utf-8")))
-        if not campaign_file.is_file() or campaign_file.read_text(encoding="utf-8") != text:
-            write_atomically(campaign_file, text)
+        training = json.loads((workspace / "training.json").read_text(encoding="utf-8"))
+        for path, revision in ((campaign_file, False), (revision_file(campaign_file), True)):
+            text = campaign_text(workspace, training, revision=revision)
+            if not path.is_file() or path.read_text(encoding="utf-8") != text:
+                write_atomically(path, text)
         return campaign_file
     if log:
         log(f"first run: building the demo corpora and fine-tuning the classifier once (cached in {workspace})")
@@ -252,6 +267,7 @@ def prepare_workspace(*, log=None) -> Path:
     training.update(key_source=json.loads(key_source), final_fingerprint=load_corpus(building / "final.jsonl").fingerprint)
     (building / "training.json").write_text(json.dumps(training, indent=2, sort_keys=True), encoding="utf-8")
     (building / "campaign.toml").write_text(campaign_text(building, training), encoding="utf-8")
+    revision_file(building / "campaign.toml").write_text(campaign_text(building, training, revision=True), encoding="utf-8")
     shutil.rmtree(workspace, ignore_errors=True)
     os.replace(building, workspace)  # appears whole or not at all
     return campaign_file
@@ -273,6 +289,16 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
         run = run_campaign(campaign_file=campaign_file, runs_dir=runs_dir, quiet=quiet)
         seconds["trials"] = time.perf_counter() - started
         result.update(trials=run.trials, interrupted=run.interrupted)
+    asked = load(runs_dir).of_campaign(REVISION, "trial") if (runs_dir / REVISION).is_dir() else []
+    result["revision"] = {"file": revision_file(campaign_file), "trials": asked, "ran": False}
+    if not result["interrupted"] and not asked:  # the same question asked again, once (#35)
+        if log:
+            log(f"asking the same question again with eager attention: {revision_file(campaign_file)}")
+        started = time.perf_counter()
+        run = run_campaign(campaign_file=revision_file(campaign_file), runs_dir=runs_dir, quiet=quiet)
+        seconds["revision"] = time.perf_counter() - started
+        result["revision"].update(trials=run.trials, ran=True)
+        result["interrupted"] = run.interrupted
     if not result["interrupted"]:
         started = time.perf_counter()
         result["sheets"] = install_example_sheets(sheets_folder(runs_dir))
@@ -289,6 +315,8 @@ def describe_time(seconds: dict, trials: list[dict]) -> str:
         windows = [t["phases"]["measured_window"]["duration_ns"] for t in trials
                    if (t["phases"].get("measured_window") or {}).get("duration_ns") is not None]
         parts.append(f"{len(trials)} trials {seconds['trials']:.0f} s, of which measured windows {sum(windows) / 1e9:.0f} s")
+    if "revision" in seconds:
+        parts.append(f"the question asked again {seconds['revision']:.0f} s")
     if "site" in seconds:
         parts.append(f"site {seconds['site']:.0f} s")
     return "Time in this command: " + ", ".join(parts) + f"; {sum(seconds.values()):.0f} s in all (setup not included)."
@@ -306,6 +334,10 @@ def describe_result(result: dict, runs: Path) -> str:
         return "\n".join(lines)
     lines += [f"Example qualification sheet: {sheet} (iteralab qualify {sheet.parent} --runs {runs})" for sheet in result["sheets"]]
     index = result["index"].resolve()
+    revision = result["revision"]
+    lines += [f"Asked again: {REVISION} ({len(revision['trials'])} trials with eager attention, 2 repetitions instead of 5 "
+              f"to keep the demo short): iteralab compare {CAMPAIGN} {REVISION}; every revision side by side: "
+              f"{index.parent / 'questions' / (CAMPAIGN + '.html')}"]
     lines += [f"Open the decision page: {index.parent / 'campaigns' / CAMPAIGN / 'decision.html'}",
               f"Try next: iteralab decide {CAMPAIGN} (the same answer as text), iteralab note new {CAMPAIGN} (draft the "
               "decision note), iteralab check runs/; the README's 'After the demo' lists the rest.",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,10 @@ from pathlib import Path
 import pytest
 
 from iteralab.cli import main
+
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+AXE = Path(__file__).resolve().parent / ".axe" / "node_modules" / "axe-core" / "axe.min.js"
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,3 +69,37 @@ def tiny_campaign(tmp_path, tiny_model):
         return write_campaign(tmp_path, tiny_model, corpus, **options)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def chromium_path():
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        # Never a skip: make test installs Debian's chromium, so its absence is a broken setup.
+        pytest.fail("Chromium is not installed: run make test (it installs Debian's chromium) or apt-get install chromium")
+    if not AXE.is_file():
+        pytest.fail(f"axe-core is not installed at {AXE}: run make test (it installs the npm package axe-core)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path):
+    """One headless Chromium for the module: each test opens its own pages in it."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def watched_page(browser, *, width: int = 1280):
+    """Open a page that records console errors, page errors and every request leaving file://; return the three."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    errors, outside = [], []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("request", lambda request: outside.append(request.url) if not request.url.startswith("file://") else None)
+    return page, errors, outside

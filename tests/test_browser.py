@@ -16,11 +16,9 @@ from iteralab.site import pages
 from iteralab.site.build import build_site
 from iteralab.store import reading, records
 from tests import factory, hostile
+from tests.conftest import AXE, watched_page
 from tests.test_decision import CPU, RTX_4090, RTX_6000_ADA, write_machine
 
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
-AXE = Path(__file__).resolve().parent / ".axe" / "node_modules" / "axe-core" / "axe.min.js"
 # A decision note written to attack its reviewers: every one of these must reach the page inert.
 HOSTILE_NOTE = """---
 campaign: camp
@@ -34,17 +32,6 @@ Body with [a script link](javascript:alert(1)), [mixed case](JaVaScRiPt:alert(2)
 
 [the evidence](../campaigns/camp/index.html) and [the spec](https://example.invalid/spec) stay links.
 """
-
-
-@pytest.fixture(scope="module")
-def chromium_path():
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        # Never a skip: make test installs Debian's chromium, so its absence is a broken setup.
-        pytest.fail("Chromium is not installed: run make test (it installs Debian's chromium) or apt-get install chromium")
-    if not AXE.is_file():
-        pytest.fail(f"axe-core is not installed at {AXE}: run make test (it installs the npm package axe-core)")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -102,19 +89,6 @@ def site(tmp_path_factory):
         assert build_site(runs=runs, out=out, notes=notes,
                           languages=("en", "id"))["failed"].keys() == {"broken"}
     return out
-
-
-@pytest.fixture(scope="module")
-def browser(chromium_path):
-    """One headless Chromium for the module: each test opens its own pages in it."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_FLAGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def page_paths(site):
@@ -272,11 +246,7 @@ def test_charts_draw_offline_show_a_tooltip_and_print(site, browser, folder):
     language, and the printed page carries the drawn chart (its marks are painted on the paper)."""
     from pypdf import PdfReader
 
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    errors, outside = [], []
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.on("request", lambda request: outside.append(request.url) if not request.url.startswith("file://") else None)
+    page, errors, outside = watched_page(browser)
     page.goto((site / folder / "campaigns" / "merged" / "decision.html").as_uri(), wait_until="load")
     drawn = charts_drawn(page)
     assert set(drawn) == {"spec-planned-spend", "spec-projected-hours"} and min(drawn.values()) >= 2, drawn
@@ -422,12 +392,7 @@ def test_the_indonesian_demo_site_opens_offline_accessible_and_in_indonesian(dem
         assert interface_words(path.read_text(encoding="utf-8"), people) == [], path
         if path.name == "404.html":
             continue  # opened through a server by the test above: its links start at the host's root
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors, outside = [], []
-        page.on("console", lambda message, errors=errors: errors.append(message.text) if message.type == "error" else None)
-        page.on("pageerror", lambda error, errors=errors: errors.append(str(error)))
-        page.on("request", lambda request, outside=outside: outside.append(request.url)
-                if not request.url.startswith("file://") else None)
+        page, errors, outside = watched_page(browser)
         page.goto(path.as_uri(), wait_until="load")
         assert page.evaluate("document.documentElement.lang") == "id", path
         assert (errors, outside) == ([], []), path

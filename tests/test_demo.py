@@ -128,3 +128,25 @@ def test_fine_tuning_runs_apart_and_saves_a_loadable_classifier(tiny_model, tmp_
     assert 0.0 <= result["heldout_accuracy"] <= 1.0
     model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "trained", local_files_only=True)
     assert model.config.id2label == {0: "fresh", 1: "rotten"}
+
+
+def test_the_demo_asks_its_question_again_with_one_software_setting_changed(tmp_path, monkeypatch):
+    """#35: the demo's second revision changes the attention backend only (and runs 2 repetitions, and says so)."""
+    from iteralab.store.questions import changes, question_differences
+
+    monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path))
+    for revision in (False, True):
+        name = "eager.toml" if revision else "first.toml"
+        (tmp_path / name).write_text(demo.campaign_text(tmp_path, {"heldout_accuracy": 0.8123}, bf16=True, revision=revision),
+                                     encoding="utf-8")
+    first, again = load_campaign(tmp_path / "first.toml"), load_campaign(tmp_path / "eager.toml")
+    assert again.name == demo.REVISION and again.protocol["decision"]["asks_again"] == demo.CAMPAIGN
+
+    def manifest(campaign):
+        return {"protocol": campaign.protocol, "corpus": {"fingerprint": "sha256:same", "split": campaign.split},
+                "variants": {v.name: v.config() for v in campaign.variants}}
+
+    assert question_differences(manifest(first), manifest(again)) == []
+    assert {change["key"] for change in changes(manifest(first), manifest(again))} == {
+        "protocol.repetitions", *(f"variants.{v.name}.attention" for v in first.variants)}
+    assert "2 repetitions" in (tmp_path / "eager.toml").read_text(encoding="utf-8")

@@ -13,7 +13,7 @@ from iteralab.core.language import Text
 from iteralab.decision.report import Report, Row, decide
 from iteralab.money.catalog import Catalog, load_catalog
 from iteralab.store.listing import campaign_view_of
-from iteralab.store.questions import asked_again, changes, question_differences
+from iteralab.store.questions import asked_again, changes, newest, question_differences
 from iteralab.store.separation import separate
 from iteralab.store.views import CampaignView
 
@@ -60,12 +60,17 @@ def answer_row(report: Report) -> Row | None:
     return report.cheapest or (report.ranked[0] if report.ranked else None)
 
 
+def answer_key(row: Row) -> list:
+    """Return what names an answer: the configuration and its package (card, days, periods, lots), not its spare hours."""
+    plan = row.plan
+    return [*_key(row), None if plan is None else [plan.card.slug, plan.days, plan.periods, plan.lots]]
+
+
 def _answer(earlier: Report, later: Report) -> tuple[bool | None, Text]:
     old, new = answer_row(earlier), answer_row(later)
     if old is None and new is None:
         return None, Text("Neither revision has a feasible configuration: there is no answer to compare.")
-    if old is not None and new is not None and _key(old) == _key(new) and (
-            (old.plan.describe() if old.plan else None) == (new.plan.describe() if new.plan else None)):
+    if old is not None and new is not None and answer_key(old) == answer_key(new):
         return False, Text("The answer is unchanged: {answer}.", answer=_said(new))
     if new is None:
         return True, Text("The answer changed: {old} was the answer, and no configuration of {later} is feasible.",
@@ -98,8 +103,8 @@ def _why(old: Row, later: Report) -> Text:
 def compare(earlier: CampaignView, later: CampaignView, catalog: Catalog) -> Comparison:
     """Set two revisions side by side, each decided by the decision report's own rule with the same catalog."""
     old_report, new_report = decide(earlier, catalog), decide(later, catalog)
-    old_manifest = earlier.manifests[-1] if earlier.manifests else {}
-    new_manifest = later.manifests[-1] if later.manifests else {}
+    old_manifest = newest(earlier.manifests) if earlier.manifests else {}
+    new_manifest = newest(later.manifests) if later.manifests else {}
     old_rows, new_rows = {_key(row): row for row in old_report.rows}, {_key(row): row for row in new_report.rows}
     pairs = [{"configuration": f"{key[0]} · {key[1]}" if key[1] else key[0], "earlier": _side(old_rows[key]),
               "later": _side(new_rows[key]),

@@ -15,7 +15,7 @@ from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder, sheets_folder
 from iteralab.decision.qualification import qualify, sheet_campaigns
 from iteralab.money.catalog import load_catalog
-from iteralab.site import charts, incremental, per_campaign, signing, stored, vendor, workers
+from iteralab.site import charts, incremental, per_campaign, published, questions, signing, stored, vendor, workers
 from iteralab.site.notes import load_notes, note_problems
 from iteralab.site.output import STATE_FILE, Writer, build_stamp, inputs_digest, list_files, shared_key
 from iteralab.site.pages import Places, catalog_rows, render_part
@@ -62,7 +62,8 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
         with language.speaking(code):
             results[code] = _build_language(inputs=inputs, out=out if code == codes[0] else out / code, notes=notes,
                                             catalog=catalog, sheets=sheets, processes=processes,
-                                            alternates=others, base_path=base_path, signer=signer)
+                                            alternates=others, base_path=base_path, signer=signer,
+                                            feed_base=_feed_base(base_url, None if code == codes[0] else code))
     removed = [code for code in held if code not in codes[1:]]  # the top language's old folder too
     for code in removed:  # built before, left out now: its pages would be served stale, unlinked from the others
         shutil.rmtree(out / code, ignore_errors=True)
@@ -86,6 +87,14 @@ def served_path(base_url: str | None) -> str:
         raise UserError(f"--base-url {base_url!r} is not where a site can be published: give the address of its index "
                         "page's folder, such as https://example.org/team/site/ or /team/site/; nothing was written")
     return parts.path if parts.path.endswith("/") else f"{parts.path}/"
+
+
+def _feed_base(base_url: str | None, code: str | None) -> str:
+    """Return what the feed's links start with: the published address (of CODE's folder), or nothing (relative links)."""
+    if not base_url:
+        return ""
+    base = base_url if base_url.endswith("/") else f"{base_url}/"
+    return f"{base}{code}/" if code else base
 
 
 def held_languages(out: Path) -> tuple[str, tuple[str, ...]]:
@@ -129,7 +138,7 @@ class _Inputs:
 
 
 def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, processes,
-                    alternates: tuple, base_path: str = "/", signer: signing.Signer | None = None) -> dict:
+                    alternates: tuple, base_path: str = "/", signer: signing.Signer | None = None, feed_base: str = "") -> dict:
     """Build the site in the current language into OUT."""
     runs, out = inputs.runs, Path(out)
     _refuse_nested(runs, out)
@@ -139,7 +148,7 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
     runs_files = inputs.files
     # The 404 page links from where the site is published: another --base-url is a change to build.
     signed = signer.fingerprint if signer else ""  # another signing key (or none) changes every bundle
-    digest = f"{inputs_digest(runs_files, places.notes, sheets_dir, places.catalog, alternates)}|{base_path}|{signed}"
+    digest = f"{inputs_digest(runs_files, places.notes, sheets_dir, places.catalog, alternates)}|{base_path}|{signed}|{feed_base}"
     if state.get("inputs") == digest and (out / "index.html").is_file():
         return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "copied": 0, "processes": 1,
                 "written": 0, "unchanged": 0, "problems": state.get("problems", []), "failed": state.get("failed", {})}
@@ -161,6 +170,7 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
               stored.entry_key(keys[name], runs, places.notes) if store_limit else None)
              for name in stale]
     shared = {"problems": problems, "catalog": price_catalog, "places": places, "language": language.current(),
+              "revisions": plan["revisions"],
               # Made here once, with Altair, and handed to every worker: none imports Altair itself.
               "chart_specs": {language.current(): charts.made(language.current())} if tasks else {}}
     answers, failed, count = _render_campaigns(tasks, places, processes, writer, shared, summaries)
@@ -177,11 +187,8 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
     common = {"stamp": build_stamp(max((at for at in plan["newest"].values() if at), default=None)), "catalog": price_catalog,
               "alternates": places.alternates}
     problems = problems + plan["sheet_problems"] + note_problems(all_notes, summaries)
-    # The 404 page is served for a missing path at any depth: its links start at the path the site is published under
-    # (the host's root unless --base-url says otherwise; another language: below it).
-    primary = not any(prefix.startswith("../") for _, _, prefix in places.alternates)
-    served_root = base_path if primary else f"{base_path}{language.current()}/"
-    _write_shared_pages(writer, summaries, all_notes, answers, problems, {**common, "failed": failed, "served_root": served_root})
+    _write_site_pages(writer, plan, summaries, all_notes, answers, problems, {**common, "failed": failed},
+                      served_root(base_path, places.alternates), feed_base)
     state = {"format": incremental.STATE_FORMAT, "inputs": digest, "campaigns": keys, "summaries": summaries,
              "answers": {name: answers[name] for name in names}, "problems": problems, "failed": failed,
              "language": language.current()}
@@ -205,10 +212,17 @@ def _plan(table, runs_files: list, sheets_dir: Path, price_catalog, all_notes: l
     newest = incremental.newest_records(table, positions)
     stamps = {name: build_stamp(newest[name]) for name in names}
     present = incremental.present_predictions(table, positions, {relative for relative, _ in runs_files})
-    keys = incremental.campaign_keys(table, positions, shared_key(price_catalog, alternates, signed), problems, present, notes, sheets, stamps,
-                                     incremental.other_files(runs_files))
+    # A campaign's revisions before and after it (#35) show on its pages and in its bundle: a new revision renders it again.
+    manifests = questions.latest_manifests(table)
+    revisions = questions.links(manifests)
+    others = incremental.other_files(runs_files)
+    for name, link in revisions.items():
+        others[name] = f"{others.get(name, '')}\0{json.dumps(link, sort_keys=True)}"
+    keys = incremental.campaign_keys(table, positions, shared_key(price_catalog, alternates, signed), problems, present, notes,
+                                     sheets, stamps, others)
     return {"names": names, "positions": positions, "problems": problems, "sheet_problems": sheet_problems, "notes": notes,
-            "sheets": sheets, "newest": newest, "stamps": stamps, "present": present, "keys": keys}
+            "sheets": sheets, "newest": newest, "stamps": stamps, "present": present, "keys": keys, "manifests": manifests,
+            "revisions": revisions}
 
 
 def _read_state(path: Path) -> dict:
@@ -235,6 +249,22 @@ def _render_campaigns(tasks: list[tuple], places: Places, processes: int | None,
         if failure:
             failed[task[0]] = failure
     return answers, failed, count
+
+
+def served_root(base_path: str, alternates: tuple) -> str:
+    """Return where the 404 page's links start: served for a missing path at any depth, its links start at the path the
+    site is published under (the host's root unless --base-url says otherwise; another language: below it)."""
+    primary = not any(prefix.startswith("../") for _, _, prefix in alternates)
+    return base_path if primary else f"{base_path}{language.current()}/"
+
+
+def _write_site_pages(writer: Writer, plan: dict, summaries: dict, all_notes: list, answers: dict, problems: list,
+                      common: dict, root: str, feed_base: str) -> None:
+    """Write the shared pages, the pages of questions asked again and the feed."""
+    asked = questions.question_pages(summaries, plan["manifests"], plan["revisions"])
+    _write_shared_pages(writer, summaries, all_notes, answers, problems, {**common, "served_root": root, "asked": asked})
+    published.write_questions(writer, asked, answers, common)
+    writer.write(published.FEED, published.feed_bytes(summaries, answers, asked, common["failed"], feed_base))
 
 
 def _write_shared_pages(writer: Writer, summaries: dict, all_notes: list, answers: dict, problems: list, common: dict) -> None:

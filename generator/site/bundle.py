@@ -24,7 +24,9 @@ from iteralab.site.charts import spec_json
 from iteralab.site.figures import campaign_charts, decision_charts
 from iteralab.site.focus import focus_csv
 from iteralab.site.notes import load_notes
+from iteralab.site.questions import links
 from iteralab.site.render import fmt, jinja_environment, pretty_json
+from iteralab.store.questions import newest
 from iteralab.store.reading import load
 from iteralab.store.trials import trial_table, trials_csv
 from iteralab.store.views import CampaignView, campaign_views
@@ -79,7 +81,7 @@ def references(named) -> list[tuple[str, str, str | None]]:
 
 def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path: Path | None, *,
             loaded_notes: list | None = None, price_catalog=None, table_csv: str | None = None, report=None,
-            digests: dict[str, str] | None = None, charts: list[dict] | None = None) -> dict[str, bytes]:
+            digests: dict[str, str] | None = None, charts: list[dict] | None = None, revision: dict | None = None) -> dict[str, bytes]:
     """Collect the files of a campaign's evidence, keyed by their path inside data/.
 
     A site build passes what it already has (LOADED_NOTES, PRICE_CATALOG, TABLE_CSV, REPORT, CHARTS) instead of making it
@@ -112,6 +114,11 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
     files["decision.json"] = _json(report_dict(report))
     files["decision.txt"] = (describe_report(report) + "\n").encode("utf-8")
     files["costs.focus.csv"] = focus_csv(view, report).encode("utf-8")
+    if revision and revision.get("before"):  # the revision this one asks again, tied by its manifest's hash (#35)
+        files["question.json"] = _json({"question": revision["question"], "asks_again": revision["before"],
+                                        "asked_manifest": revision["before_manifest"],
+                                        "asked_manifest_file": f"data/manifests/{revision['before_manifest']['record_id']}.json"
+                                                               f" in {revision['before']}'s evidence bundle"})
     # Each chart as a Vega-Lite spec with its data: any Vega-Lite tool draws it again, without this site.
     for chart in charts if charts is not None else campaign_charts(view) + decision_charts(report):
         files[f"charts/{chart['id']}.vl.json"] = spec_json(chart["spec"])
@@ -180,7 +187,7 @@ def zip_bytes(top: str, files: dict[str, bytes]) -> bytes:
 
 def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None, catalog: Path | None = None,
                     loaded_notes: list | None = None, price_catalog=None, table_csv: str | None = None, report=None,
-                    charts: list[dict] | None = None, signer: signing.Signer | None = None) -> bytes:
+                    charts: list[dict] | None = None, signer: signing.Signer | None = None, revision: dict | None = None) -> bytes:
     """Return the deterministic zip of one campaign's evidence bag, its tag manifest signed with SIGNER when given.
 
     A signed bag is the unsigned one plus its signatures/ folder: the same key and bag give the same bytes.
@@ -189,7 +196,7 @@ def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None
     bagging_date = (view.last_at if view.manifests or view.trials else "1980-01-01")[:10]
     digests: dict[str, str] = {}
     files = payload(view, Path(runs), notes, catalog, loaded_notes=loaded_notes, price_catalog=price_catalog,
-                    table_csv=table_csv, report=report, digests=digests, charts=charts)
+                    table_csv=table_csv, report=report, digests=digests, charts=charts, revision=revision)
     bag = bag_files(top, files, bagging_date, digests)
     if signer is not None:
         bag.update(signing.signature_files(bag["tagmanifest-sha256.txt"], signer))
@@ -208,8 +215,11 @@ def write_bundle(*, campaign: str, out: Path | str, runs: Path | str = DEFAULT_R
     view = views[campaign]
     if view.failure:
         raise CampaignFailed(campaign, view.failure)
+    # The revision it asks again, as a site build names it (#35): the same bundle from the command line and the site.
+    revision = links({name: newest(found.manifests) for name, found in views.items() if found.manifests}).get(campaign)
     with within_campaign(campaign):
-        data = campaign_bundle(view, runs=runs, notes=notes_folder(runs, notes), catalog=catalog, signer=signer)
+        data = campaign_bundle(view, runs=runs, notes=notes_folder(runs, notes), catalog=catalog, signer=signer,
+                               revision=revision)
     out = Path(out)
     with writing(out, "the evidence bundle"):
         write_atomically(out, data)  # an existing bundle is replaced whole, or kept when the disk is full

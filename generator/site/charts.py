@@ -20,7 +20,7 @@ ROWS = "rows"  # the one named dataset of every spec: a chart's rows, as its dat
 LABEL, TITLE = 12, 13  # font sizes in px (#37: Vega-Lite's 10 and 11 were 5 pt on paper)
 # The category down each chart's side: what its rows are named by.
 CATEGORY = {"durations": "variant", "memory": "variant", "quality": "variant", "planned-spend": "configuration",
-            "projected-hours": "configuration"}
+            "projected-hours": "configuration", "revision-medians": "configuration", "revision-spend": "configuration"}
 _made: dict[str, dict[str, dict]] = {}
 
 
@@ -107,7 +107,28 @@ def _hours(alt, code: str):
     return alt.layer(span, most, limit)
 
 
-KINDS = {"durations": _durations, "memory": _memory, "quality": _quality, "planned-spend": _spend, "projected-hours": _hours}
+def _over_revisions(alt, code: str, value: str, title: Text, number: str):
+    """A line per configuration across a question's revisions, in their time order (#35)."""
+    return alt.Chart(alt.Data(name=ROWS)).mark_line(point=True).encode(
+        x=alt.X("revision:N", sort=None, title=_word("revision", code), axis=alt.Axis(labelLimit=0, labelAngle=0)),
+        y=alt.Y(f"{value}:Q", title=title.say(code), scale=alt.Scale(zero=value == "planned")),
+        color=alt.Color("configuration:N", sort=None, legend=alt.Legend(title=_word("configuration", code), labelLimit=0,
+                                                                         orient="bottom", direction="vertical")),
+        tooltip=[_tip(alt, "revision", "N", code), _tip(alt, "configuration", "N", code), _tip(alt, value, "Q", code, number)])
+
+
+def _revision_medians(alt, code: str):
+    """Each configuration's median measured window per revision."""
+    return _over_revisions(alt, code, "seconds", Text("median measured window (s)"), ",.3f")
+
+
+def _revision_spend(alt, code: str):
+    """Each configuration's planned package spend per revision."""
+    return _over_revisions(alt, code, "planned", Text("planned package spend (catalog currency)"), ",.2f")
+
+
+KINDS = {"durations": _durations, "memory": _memory, "quality": _quality, "planned-spend": _spend, "projected-hours": _hours,
+         "revision-medians": _revision_medians, "revision-spend": _revision_spend}
 
 
 def _config(code: str) -> dict:
@@ -137,9 +158,10 @@ def _make(code: str) -> dict[str, dict]:
     alt = _altair()
     specs = {}
     for kind, draw in KINDS.items():
-        # A band per category; grouped bars get a step per bar (the band holds one for each group).
-        step = 12 if kind in ("memory", "quality") else 22
-        spec = draw(alt, code).properties(width=WIDTH, height=alt.Step(step)).to_dict(validate=False)
+        # A band per category; grouped bars get a step per bar (the band holds one for each group); a value up the
+        # side (the revisions' lines) a fixed height.
+        height = 220 if kind.startswith("revision-") else alt.Step(12 if kind in ("memory", "quality") else 22)
+        spec = draw(alt, code).properties(width=WIDTH, height=height).to_dict(validate=False)
         spec["config"] = _config(code)
         specs[kind] = spec
     return specs

@@ -13,7 +13,7 @@ from iteralab.site.render import fmt
 from iteralab.store.views import CampaignView
 
 
-def _chart(chart_id: str, title: str, description: str, rows: list[dict]) -> dict:
+def chart(chart_id: str, title: str, description: str, rows: list[dict]) -> dict:
     """Make one chart's Vega-Lite spec from its rows and keep the rows beside it as its data table (columns in order)."""
     columns = list(rows[0])
     # The rows as table cells, written here: a campaign's durations table has a row per trial.
@@ -29,7 +29,7 @@ def campaign_charts(view: CampaignView) -> list[dict]:
     duration_rows = [{"variant": v.label, "run_order": order, "seconds": round(seconds, 3)}
                      for v in view.variants for order, seconds in enumerate(v.seconds, start=1)]
     if duration_rows:
-        blocks.append(_chart("durations", Text("Measured window per successful trial"),
+        blocks.append(chart("durations", Text("Measured window per successful trial"),
                              Text("Each dot is one successful trial's measured window; the black tick is the configuration's "
                                   "median. Failed trials have no duration and are listed under Failures."), duration_rows))
     memory_rows = []
@@ -42,14 +42,14 @@ def campaign_charts(view: CampaignView) -> list[dict]:
                 # Said here: the chart's legend shows the words themselves.
                 memory_rows.append({"variant": v.label, "counter": label.say(), "mib": round(value / 2**20, 1)})
     if memory_rows:
-        blocks.append(_chart("memory", Text("Peak memory per configuration"),
+        blocks.append(chart("memory", Text("Peak memory per configuration"),
                              Text("Highest value of each counter over the configuration's successful trials, in MiB (2^20 "
                                   "bytes). Counters are shown side by side, never added. GPU counters are absent when the "
                                   "variant ran without a GPU."), memory_rows))
     quality_rows = [{"variant": v.label, "bucket": bucket, "accuracy": round(value, 4)}
                     for v in view.variants for bucket, value in v.bucket_quality("accuracy").items() if value is not None]
     if quality_rows:
-        blocks.append(_chart("quality", Text("Accuracy per configuration and length bucket"),
+        blocks.append(chart("quality", Text("Accuracy per configuration and length bucket"),
                              Text("Median accuracy against gold labels over the configuration's successful trials, per planned "
                                   "length bucket."), quality_rows))
     return blocks
@@ -61,7 +61,7 @@ def decision_charts(report: Report) -> list[dict]:
     spend_rows = [{"configuration": row.label, "planned": float(row.plan.total), "currency": row.plan.currency}
                   for row in report.rows if row.plan]
     if spend_rows:
-        blocks.append(_chart("planned-spend", Text("Planned package spend per configuration"),
+        blocks.append(chart("planned-spend", Text("Planned package spend per configuration"),
                              Text("The cheapest catalog package × lots covering the access window and the projected hours. "
                                   "Configurations on hardware the catalog does not price have no bar."), spend_rows))
     limit = report.question.limit_hours
@@ -74,7 +74,7 @@ def decision_charts(report: Report) -> list[dict]:
     if hour_rows:
         marked = (Text("the red tick marks the hours available (the window, or the deadline when it comes first)")
                   if limit is not None else Text("no window or deadline was stated, so nothing is marked"))
-        blocks.append(_chart("projected-hours", Text("Projected processing hours against the window"),
+        blocks.append(chart("projected-hours", Text("Projected processing hours against the window"),
                              Text("A projection, not a measurement: from the fastest to the slowest repetition, for the declared "
                                   "workload on the planned lots, on a log axis so that minutes and the window's hours both "
                                   "show; {marked}.", marked=marked), hour_rows))

@@ -109,10 +109,12 @@ def campaign_keys(table: RecordTable, positions: dict, shared: str, problems: li
     return keys
 
 
-def summary(view: CampaignView, sizing: list[dict], figures: str | None = None) -> dict:
+def summary(view: CampaignView, sizing: list[dict], figures: str | None = None, revision: dict | None = None) -> dict:
     """Return what the index, sizing and note pages show of a campaign: plain data, kept in the build state.
 
     FIGURES: the digest of its decision's figures, which a note drafted from it records (``text.figures_digest``).
+    REVISION: its answer and figures per configuration, which its question's page and the feed show
+    (``questions.revision_figures``).
     """
     corpus = view.corpus
     ran = bool(view.manifests or view.trials)
@@ -121,4 +123,4 @@ def summary(view: CampaignView, sizing: list[dict], figures: str | None = None) 
             "first_at": view.first_at if ran else None, "last_at": view.last_at if ran else None,
             "trials_ok": sum(trial["status"] == "ok" for trial in view.trials), "trials_failed": len(view.failures),
             "variants": {variant.name: f"variant-{variant.key}" for variant in reversed(view.variants)}, "sizing": sizing,
-            "figures": figures}
+            "figures": figures, "revision": revision}

@@ -21,6 +21,7 @@ from iteralab.site.figures import campaign_charts, decision_charts
 from iteralab.site.incremental import summary
 from iteralab.site.output import Writer
 from iteralab.site.per_trial import trial_index, trial_sections, trial_table_rows
+from iteralab.site.questions import revision_figures
 from iteralab.site.render import jinja_environment
 from iteralab.site.signing import Signer
 from iteralab.store.reading import Loaded, RecordTable
@@ -48,6 +49,7 @@ class CampaignJob:
     stamp: str
     catalog: Catalog
     alternates: tuple = ()
+    revision: dict | None = None  # the question it belongs to, the revisions before and after it (site.questions.links)
 
 
 @dataclass(frozen=True)
@@ -93,15 +95,16 @@ def _render_part(common: dict, part: RecordTable, notes: tuple, sheets: tuple, s
                  files: list | None) -> tuple:
     loaded = Loaded(part.records(part.frame), part.places(part.frame), common["problems"])
     view = campaign_views(loaded, present=present)[0]
-    job = CampaignJob(view, notes, sheets, stamp, common["catalog"], common["places"].alternates)
-    written, kept, answer, failure, figures = render_campaign_job(job, common["places"], files)
+    job = CampaignJob(view, notes, sheets, stamp, common["catalog"], common["places"].alternates,
+                      common.get("revisions", {}).get(view.name))
+    written, kept, answer, failure, decided = render_campaign_job(job, common["places"], files)
     # Kept in the build state as plain words of this language, so a later build shows them without deciding again.
-    return written, kept, language.say(answer), failure, language.said(summary(view, sizing_rows([view]), figures))
+    return written, kept, language.say(answer), failure, language.said(summary(view, sizing_rows([view]), **(decided or {})))
 
 
-def render_campaign_job(job: CampaignJob, places: Places, files: list | None = None) -> tuple[int, int, str, str | None, str | None]:
+def render_campaign_job(job: CampaignJob, places: Places, files: list | None = None) -> tuple[int, int, str, str | None, dict | None]:
     """Decide the campaign, write its pages; return files written, files unchanged, the one-line answer, any failure and
-    the digest of the decision's figures (None for a failure).
+    what its summary keeps of the decision: the digest of its figures and its revision's figures (None for a failure).
 
     A campaign whose view, decision or pages fail gets a page saying why instead; a refused write stops the build.
     FILES, when a list, gets every file written (relative path, bytes).
@@ -114,7 +117,8 @@ def render_campaign_job(job: CampaignJob, places: Places, files: list | None = N
             table = trial_table(job.view)  # one table per campaign: the decision's figures and trials.csv
             report = decide(job.view, job.catalog, table)
             render_campaign(writer, job, report, trials_csv(table), places)
-        return writer.written, writer.kept, report.summary_line, None, figures_digest(report)
+        return writer.written, writer.kept, report.summary_line, None, {"figures": figures_digest(report),
+                                                                          "revision": revision_figures(report)}
     except CampaignFailed as failed:
         render_failure(writer, job, failed.reason)
         return writer.written, writer.kept, Text("not built: {reason}", reason=failed.reason), failed.reason, None
@@ -132,11 +136,11 @@ def render_failure(writer: Writer, job: CampaignJob, reason: str) -> None:
 def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv: str, places: Places) -> None:
     """Write the campaign, decision, trial and qualification pages, the copies, trials.csv and the bundle."""
     env, view, base = jinja_environment(), job.view, f"campaigns/{job.view.name}"
-    common = {"stamp": job.stamp, "catalog": job.catalog, "alternates": job.alternates}
+    common = {"stamp": job.stamp, "catalog": job.catalog, "alternates": job.alternates, "revision": job.revision}
     drawn, decided = campaign_charts(view), decision_charts(report)
     bundle = campaign_bundle(view, runs=places.runs, notes=places.notes, catalog=places.catalog, loaded_notes=list(job.notes),
                              price_catalog=job.catalog, table_csv=table_csv, report=report, charts=drawn + decided,
-                             signer=places.signer)
+                             signer=places.signer, revision=job.revision)
     bundle_info = {"name": f"evidence-{view.name}.zip", "sha256": hashlib.sha256(bundle).hexdigest(), "size": len(bundle),
                    "signed": places.signer}
     writer.write(f"{base}/{bundle_info['name']}", bundle)

@@ -30,7 +30,8 @@ COLUMNS = {"variant": Text("variant"), "run_order": Text("run order"), "seconds"
            "mib": Text("MiB"), "bucket": Text("bucket"), "accuracy": Text("accuracy"), "configuration": Text("configuration"),
            "planned": Text("planned"), "currency": Text("currency"), "projected": Text("projected"),
            "low_hours": Text("fewest hours (fastest repetition)"), "high_hours": Text("most hours (slowest repetition)"),
-           "lots": Text("lots"), "limit_hours": Text("hours available"), "feasible": Text("feasible")}
+           "lots": Text("lots"), "limit_hours": Text("hours available"), "feasible": Text("feasible"),
+           "revision": Text("revision")}
 
 
 KINDS = {"rental": Text("rental"), "expense": Text("expense"), "deliverable": Text("deliverable"),

@@ -40,6 +40,11 @@ def question_differences(earlier: dict, later: dict) -> list[str]:
             if old.get(key) != new.get(key)]
 
 
+def newest(manifests) -> dict:
+    """Return the newest of a campaign's manifests (by time, then id): the one its question is read from."""
+    return max(manifests, key=lambda manifest: (manifest["created_at"], manifest["record_id"]))
+
+
 def asked_again(manifest: dict) -> str | None:
     """Return the campaign a manifest's question asks again, or None."""
     return ((manifest.get("protocol") or {}).get("decision") or {}).get("asks_again")
@@ -93,7 +98,7 @@ def check_revision(*, question: dict, campaign: str, runs: Path | str, source) -
         raise UserError(f"{source}: [decision] asks_again = {asks_again!r}, but {error}") from None
     if not earlier.manifests:
         raise UserError(f"{source}: [decision] asks_again = {asks_again!r}, which has no manifest in {runs}: run it first")
-    last = earlier.manifests[-1]
+    last = newest(earlier.manifests)
     differences = question_differences(last, question)
     if differences:
         raise UserError(f"{source}: [decision] asks_again = {asks_again!r}, but the question differs from {asks_again}'s "

@@ -1,0 +1,95 @@
+"""Questions asked again on the site (#35): which campaigns are revisions of one question, each revision's links and
+figures, and what its question's page shows."""
+
+from __future__ import annotations
+
+import hashlib
+
+from iteralab.decision.report import Report
+from iteralab.decision.revisions import answer_key, answer_row
+from iteralab.site.render import pretty_json
+from iteralab.store.questions import asked_again, changes, newest
+
+
+def latest_manifests(table) -> dict[str, dict]:
+    """Return each campaign's newest manifest, read from the record table's manifest rows only."""
+    rows = table.frame[table.frame["kind"] == "manifest"]
+    found: dict[str, list[dict]] = {}
+    for record in table.records(rows):
+        if isinstance(record, dict) and record.get("kind") == "manifest":
+            found.setdefault(record["campaign"], []).append(record)
+    return {name: newest(manifests) for name, manifests in found.items()}
+
+
+
+def manifest_sha256(manifest: dict) -> str:
+    """Return the sha256 of a manifest's file in its campaign's bundle (data/manifests/ID.json), which an archivist checks."""
+    return hashlib.sha256((pretty_json(manifest) + "\n").encode("utf-8")).hexdigest()
+
+
+def links(manifests: dict[str, dict]) -> dict[str, dict]:
+    """Return, per campaign in a question asked again: its question (the first revision), the revision it asks again
+    (with that revision's manifest id and hash), the revisions that ask it again, and every revision in order."""
+    before = {name: asked_again(manifest) for name, manifest in manifests.items() if asked_again(manifest) in manifests}
+    after: dict[str, list[str]] = {}
+    for name, earlier in sorted(before.items()):
+        after.setdefault(earlier, []).append(name)
+    found = {}
+    for name in sorted(set(before) | set(after)):
+        root, seen = name, {name}
+        while before.get(root) and before[root] not in seen:  # a loop of links ends where it closes
+            root = before[root]
+            seen.add(root)
+        found[name] = {"question": root, "before": before.get(name), "after": after.get(name, []),
+                       "before_manifest": {"record_id": manifests[before[name]]["record_id"],
+                                           "sha256": manifest_sha256(manifests[before[name]])} if name in before else None}
+    for link in found.values():
+        link["revisions"] = sorted((other for other, seen in found.items() if seen["question"] == link["question"]),
+                                   key=lambda other: (manifests[other]["created_at"], other))
+    return found
+
+
+def revision_figures(report: Report) -> dict:
+    """Return what a question's page shows of one revision: its answer and each configuration's median and plan."""
+    chosen = answer_row(report)
+    return {"answer": report.summary_line, "next_step": report.next_step,
+            "answer_key": None if chosen is None else answer_key(chosen),
+            "configurations": [{"configuration": f"{row.summary.name} · {_hardware(row)}" if _hardware(row) else row.summary.name,
+                                "median": round(row.summary.median, 3) if row.summary.seconds else None,
+                                "planned": float(row.plan.total) if row.plan else None,
+                                "currency": row.plan.currency if row.plan else None, "feasible": row.feasible}
+                               for row in report.rows]}
+
+
+def _hardware(row) -> str:
+    return row.summary.configuration.hardware if row.summary.configuration else ""
+
+
+def question_pages(summaries: dict, manifests: dict[str, dict], found: dict[str, dict]) -> list[dict]:
+    """Return each question's page data: its revisions in time order, each with its answer and what changed before it."""
+    pages = []
+    for question in sorted({link["question"] for link in found.values()}):
+        names = next(link["revisions"] for link in found.values() if link["question"] == question)
+        revisions, previous = [], None
+        for name in names:
+            figures = (summaries.get(name) or {}).get("revision") or {}
+            changed = None if previous is None else figures.get("answer_key") != previous[1].get("answer_key")
+            revisions.append({"name": name, "summary": summaries.get(name) or {}, "figures": figures,
+                              "manifest": manifests[name], "answer_changed": changed, "before": previous and previous[0],
+                              "changes": [] if previous is None else changes(manifests[previous[0]], manifests[name])})
+            previous = (name, figures)
+        pages.append({"question": question, "revisions": revisions, "title": (summaries.get(question) or {}).get("title", question)})
+    return pages
+
+
+def chart_rows(page: dict) -> tuple[list[dict], list[dict]]:
+    """Return the rows of a question's two charts: each configuration's median, and its planned spend, per revision."""
+    medians, spend = [], []
+    for revision in page["revisions"]:
+        for row in revision["figures"].get("configurations", []):
+            if row["median"] is not None:
+                medians.append({"revision": revision["name"], "configuration": row["configuration"], "seconds": row["median"]})
+            if row["planned"] is not None:
+                spend.append({"revision": revision["name"], "configuration": row["configuration"], "planned": row["planned"],
+                              "currency": row["currency"]})
+    return medians, spend
