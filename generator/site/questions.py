@@ -12,10 +12,17 @@ from iteralab.store.questions import asked_again, changes, newest
 
 
 def latest_manifests(table) -> dict[str, dict]:
-    """Return each campaign's newest manifest, read from the record table's manifest rows only."""
+    """Return the newest manifest of each campaign that asks another's question again, and of each campaign asked.
+
+    Only manifest lines naming asks_again are parsed first (a bare scan of the others' bytes): 4,000 manifests parsed
+    whole took half a second of every build; then the manifests of the campaigns they name.
+    """
     rows = table.frame[table.frame["kind"] == "manifest"]
+    asking = {record["campaign"] for record in table.records(rows, wanted=b'"asks_again"')
+              if isinstance(record, dict) and asked_again(record)}
+    named = {asked_again(record) for record in table.records(rows[rows["campaign"].isin(list(asking))])}
     found: dict[str, list[dict]] = {}
-    for record in table.records(rows):
+    for record in table.records(rows[rows["campaign"].isin(list(asking | named))]):
         if isinstance(record, dict) and record.get("kind") == "manifest":
             found.setdefault(record["campaign"], []).append(record)
     return {name: newest(manifests) for name, manifests in found.items()}
