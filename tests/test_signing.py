@@ -148,6 +148,9 @@ def test_a_key_that_cannot_sign_is_one_line_and_nothing_is_written(tmp_path, run
         assert not (tmp_path / "b.zip").exists()
         code, _, err = cli("build", "--runs", runs, "--out", tmp_path / "site", "--sign-key", *arguments)
         assert code != 0 and said in err and not (tmp_path / "site").exists(), err
+    # A build signs every bundle: a key with a passphrase would be asked for each time, so it is refused without --quiet.
+    code, _, err = cli("build", "--runs", runs, "--out", tmp_path / "site", "--sign-key", locked)
+    assert code != 0 and "a build signs every campaign's bundle" in err and "ssh-add" in err and not (tmp_path / "site").exists()
     # No ssh-keygen on the PATH: the same one line saying what to install.
     empty = tmp_path / "bin"
     empty.mkdir()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from iteralab.core.language import Figure, Text, said, say
 from iteralab.decision.revisions import Comparison
+from iteralab.store.questions import shown_value
 
 
 def _money(amount, currency, reason, *, undefined: bool = True) -> str:
@@ -43,10 +44,6 @@ def side_by_side(pair: dict) -> list[tuple[Text, str, str]]:
     ]
 
 
-def _shown(value) -> str:
-    return "—" if value is None else str(value)
-
-
 def describe_comparison(comparison: Comparison) -> str:
     """Write a comparison as text: the link, the question, what changed, each configuration side by side, the answer."""
     earlier, later = comparison.earlier.campaign, comparison.later.campaign
@@ -62,7 +59,7 @@ def describe_comparison(comparison: Comparison) -> str:
         lines.append(say(Text("The question is the same: workload, window, deadline, budget, thresholds, tolerance, corpus "
                               "and split.")))
     lines.append(say(Text("What changed ({count}):", count=len(comparison.changes))))
-    lines += [f"  {change['key']}: {_shown(change['earlier'])} → {_shown(change['later'])}" for change in comparison.changes]
+    lines += [f"  {change['key']}: {shown_value(change['earlier'])} → {shown_value(change['later'])}" for change in comparison.changes]
     if not comparison.changes:
         lines.append("  " + say(Text("nothing besides the runs themselves")))
     for pair in comparison.pairs:

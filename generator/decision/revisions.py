@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 
 from iteralab.core.language import Text
-from iteralab.decision.report import Report, Row, decide
+from iteralab.decision.report import Report, Row, decide_guarded
 from iteralab.money.catalog import Catalog, load_catalog
 from iteralab.store.listing import campaign_view_of
 from iteralab.store.questions import asked_again, changes, newest, question_differences
@@ -102,7 +102,7 @@ def _why(old: Row, later: Report) -> Text:
 
 def compare(earlier: CampaignView, later: CampaignView, catalog: Catalog) -> Comparison:
     """Set two revisions side by side, each decided by the decision report's own rule with the same catalog."""
-    old_report, new_report = decide(earlier, catalog), decide(later, catalog)
+    old_report, new_report = decide_guarded(earlier, catalog), decide_guarded(later, catalog)
     old_manifest = newest(earlier.manifests) if earlier.manifests else {}
     new_manifest = newest(later.manifests) if later.manifests else {}
     old_rows, new_rows = {_key(row): row for row in old_report.rows}, {_key(row): row for row in new_report.rows}

@@ -52,7 +52,7 @@ def build_site(*, runs: Path | str = DEFAULT_RUNS, out: Path | str = "site", not
     top, held = held_languages(out)
     codes = _languages(languages) if languages else (top, *held)
     base_path = served_path(base_url)
-    signer = signing.signer(sign_key, quiet=quiet) if sign_key else None  # checked before anything is written
+    signer = signing.signer(sign_key, quiet=quiet, many=True) if sign_key else None  # checked before anything is written
     if not runs.is_dir():
         raise UserError(f"{runs} is not a folder: pass the runs folder that holds the records")
     inputs = _Inputs(runs)

@@ -13,6 +13,7 @@ from iteralab.site.figures import chart
 from iteralab.site.output import Writer
 from iteralab.site.questions import chart_rows
 from iteralab.site.render import jinja_environment
+from iteralab.store.questions import shown_value
 
 FEED = "feed.xml"
 
@@ -34,7 +35,7 @@ def write_questions(writer: Writer, asked: list[dict], answers: dict, common: di
                                      "have no point."), spend))
         name = f"questions/{page['question']}.html"
         writer.write(name, env.get_template("question.html").render(root="../", page=name, question=page, answers=answers,
-                                                                    charts=charts, **common))
+                                                                    charts=charts, shown_value=shown_value, **common))
     written = {f"{page['question']}.html" for page in asked}
     folder = writer.out / "questions"
     for stale in sorted(folder.glob("*.html")) if folder.is_dir() else []:

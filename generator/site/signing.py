@@ -51,8 +51,9 @@ def _said(result: subprocess.CompletedProcess) -> str:
     return lines[-1].strip() if lines else f"exit status {result.returncode}"
 
 
-def signer(key: Path | str, *, quiet: bool = False) -> Signer:
-    """Check a signing key before anything is written: it exists, ssh-keygen reads it, and (QUIET) it needs no passphrase."""
+def signer(key: Path | str, *, quiet: bool = False, many: bool = False) -> Signer:
+    """Check a signing key before anything is written: it exists, ssh-keygen reads it, and (QUIET, or MANY bundles to
+    sign, as a site build has) it needs no passphrase."""
     key = Path(key).expanduser()
     if not key.is_file():
         raise UserError(f"--sign-key {key}: no such file; give the private key to sign with (for example "
@@ -62,9 +63,11 @@ def signer(key: Path | str, *, quiet: bool = False) -> Signer:
         raise UserError(f"--sign-key {key}: ssh-keygen cannot read it as a key ({_said(listed)}); nothing was written")
     fields = listed.stdout.decode("utf-8", "replace").split()
     public = key.read_bytes()[:4] in (b"ssh-", b"ecds", b"sk-s")
-    if quiet and not public and _run(["-y", "-P", "", "-f", str(key)]).returncode != 0:
-        raise UserError(f"--sign-key {key} has a passphrase, and --quiet asks for none: load it into ssh-agent (ssh-add {key}) "
-                        f"and pass its public key (--sign-key {key}.pub), or leave out --quiet; nothing was written")
+    if (quiet or many) and not public and _run(["-y", "-P", "", "-f", str(key)]).returncode != 0:
+        why = ("and --quiet asks for none" if quiet else "and a build signs every campaign's bundle: it would ask for it "
+               "each time")
+        raise UserError(f"--sign-key {key} has a passphrase, {why}: load it into ssh-agent (ssh-add {key}) and pass its "
+                        f"public key (--sign-key {key}.pub){', or leave out --quiet' if quiet else ''}; nothing was written")
     return Signer(key, fields[1], fields[-1].strip("()"), quiet)
 
 

@@ -36,7 +36,7 @@ def question_of(manifest: dict) -> dict:
 def question_differences(earlier: dict, later: dict) -> list[str]:
     """Name each part of the question that differs between two manifests, 'key: earlier → later'."""
     old, new = question_of(earlier), question_of(later)
-    return [f"{key}: {_shown(old.get(key))} → {_shown(new.get(key))}" for key in sorted(set(old) | set(new))
+    return [f"{key}: {shown_value(old.get(key))} → {shown_value(new.get(key))}" for key in sorted(set(old) | set(new))
             if old.get(key) != new.get(key)]
 
 
@@ -76,7 +76,8 @@ def _order(key: str) -> tuple:
     return (next((index for index, head in enumerate(first) if key.startswith(head)), len(first)), key)
 
 
-def _shown(value) -> str:
+def shown_value(value) -> str:
+    """Write a manifest value as a reader sees it: text as it is, anything else as JSON, a missing one as a dash."""
     return "—" if value is None else value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
