@@ -207,7 +207,7 @@ def test_a_new_revision_renders_the_earlier_campaign_again_with_its_link(two_rev
 @pytest.mark.slow
 def test_the_question_page_and_the_revisions_links_open_offline_and_accessible_in_both_languages(revised_site, browser):
     from tests.conftest import watched_page
-    from tests.test_browser import axe_violations, charts_drawn
+    from tests.test_browser import axe_violations, charts_drawn, interface_words
 
     for folder in ("", "id"):
         for relative in ("questions/tiny.html", "campaigns/tiny-r2/decision.html", "campaigns/tiny/index.html", "index.html"):
@@ -218,6 +218,9 @@ def test_the_question_page_and_the_revisions_links_open_offline_and_accessible_i
             assert errors == [] and outside == [], (relative, errors, outside)
             assert axe_violations(page) == [], (folder, relative)
             page.close()
+            if folder:  # the Indonesian pages: no English interface word, the campaign's own title aside
+                assert interface_words((revised_site / folder / relative).read_text(encoding="utf-8"),
+                                       ("Tiny test campaign",)) == [], relative
 
 
 @pytest.mark.slow
