@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
-import io
 import re
 import stat
-import zipfile
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
@@ -31,7 +30,7 @@ from iteralab.store.reading import load
 from iteralab.store.trials import trial_table, trials_csv
 from iteralab.store.views import CampaignView, campaign_views
 
-FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip epoch: the same evidence gives the same bytes
+ZIP_EPOCH = dt.datetime(1980, 1, 1)  # every entry's time: the same evidence gives the same bytes
 
 
 def _catalog_csv(catalog) -> str:
@@ -173,16 +172,20 @@ def bag_files(name: str, data: dict[str, bytes], bagging_date: str, digests: dic
 
 
 def zip_bytes(top: str, files: dict[str, bytes]) -> bytes:
-    """Zip FILES under TOP/ with sorted entries, fixed times and permissions."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for path in sorted(files):
-            info = zipfile.ZipInfo(f"{top}/{path}", date_time=FIXED_TIME)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = (stat.S_IFREG | 0o644) << 16
-            info.create_system = 3  # unix, so the permission bits above are read as such everywhere
-            archive.writestr(info, files[path], compresslevel=1)  # level 6 took twice as long for about 7 % less
-    return buffer.getvalue()
+    """Zip FILES under TOP/ with sorted entries, fixed times and permissions.
+
+    Written by stream-zip, deflated by zlib-ng at level 2: deflating the prediction files is a quarter of a cold build,
+    and on the demo's bundle zlib-ng's level 2 took 12.1 ms against zipfile's zlib level 1's 13.7 ms, for 8 % fewer
+    bytes (its level 1 took 7.9 ms but made bundles a third larger, which the machine's store of rendered campaigns
+    then held fewer of). Python's zipfile takes no other compressor. The same evidence gives the same bytes with the
+    same zlib-ng.
+    """
+    from stream_zip import ZIP_32, stream_zip
+    from zlib_ng import zlib_ng
+
+    members = ((f"{top}/{path}", ZIP_EPOCH, stat.S_IFREG | 0o644, ZIP_32, (files[path],)) for path in sorted(files))
+    return b"".join(stream_zip(members, get_compressobj=lambda: zlib_ng.compressobj(2, zlib_ng.DEFLATED, -zlib_ng.MAX_WBITS),
+                               extended_timestamps=False))
 
 
 def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None, catalog: Path | None = None,
