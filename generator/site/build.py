@@ -17,7 +17,7 @@ from iteralab.decision.qualification import qualify, sheet_campaigns
 from iteralab.money.catalog import load_catalog
 from iteralab.site import charts, incremental, per_campaign, published, questions, signing, stored, vendor, workers
 from iteralab.site.notes import load_notes, note_problems
-from iteralab.site.output import STATE_FILE, Writer, build_stamp, inputs_digest, list_files, shared_key
+from iteralab.site.output import STATE_FILE, Writer, build_stamp, inputs_digest, list_files, shared_key, software
 from iteralab.site.pages import Places, catalog_rows, render_part
 from iteralab.site.render import TEMPLATES, jinja_environment
 from iteralab.store.reading import is_records_file, load_table
@@ -148,7 +148,8 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
     runs_files = inputs.files
     # The 404 page links from where the site is published: another --base-url is a change to build.
     signed = signer.fingerprint if signer else ""  # another signing key (or none) changes every bundle
-    digest = f"{inputs_digest(runs_files, places.notes, sheets_dir, places.catalog, alternates)}|{base_path}|{signed}|{feed_base}"
+    digest = (f"{inputs_digest(runs_files, places.notes, sheets_dir, places.catalog, alternates)}|{base_path}|{signed}|{feed_base}"
+              f"|{software()}")
     if state.get("inputs") == digest and (out / "index.html").is_file():
         return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "copied": 0, "processes": 1,
                 "written": 0, "unchanged": 0, "problems": state.get("problems", []), "failed": state.get("failed", {})}

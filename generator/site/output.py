@@ -7,6 +7,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+from importlib import metadata
 from pathlib import Path
 
 import iteralab
@@ -147,9 +148,16 @@ def _words(alternates: tuple) -> str:
     return json.dumps([code, language.catalog_digest(code), alternates])
 
 
+def software() -> str:
+    """Name the code that writes the pages and bundles: iteralab's version, and the packages whose output they carry
+    (the charts' libraries; the deflate, on which a bundle's bytes depend): another version renders every page again."""
+    packages = "|".join(metadata.version(name) for name in ("zlib-ng", "stream-zip"))
+    return f"{iteralab.__version__}|{vendor.versions()}|{packages}"
+
+
 def shared_key(catalog: Catalog, alternates: tuple = (), signed: str = "") -> str:
     """Hash what every campaign's pages depend on: code version, templates, catalog, language, the bundles' signing key."""
-    digest = hashlib.sha256(f"{iteralab.__version__}|{vendor.versions()}|{_words(alternates)}|{signed}".encode())
+    digest = hashlib.sha256(f"{software()}|{_words(alternates)}|{signed}".encode())
     for template in template_files():
         digest.update(template.name.encode() + template.read_bytes())
     digest.update(json.dumps(catalog.snapshot(), sort_keys=True).encode())
