@@ -520,3 +520,22 @@ def test_each_chart_of_the_bundle_draws_again_from_its_spec_alone(tmp_path):
     assert len(rows) == 19 and {"variant", "run_order", "seconds"} == set(rows[0])  # the fixture's 19 successful trials
     drawn = vega.drawn(spec)
     assert vega.marks(drawn) >= 19 and "fp32-b1" in vega.texts(drawn) and "measured window (s)" in vega.texts(drawn)
+
+
+def test_another_deflate_version_is_a_change_to_build(tmp_path, monkeypatch):
+    """A bundle's bytes depend on zlib-ng's version: a build after an upgrade renders every campaign again."""
+    from importlib import metadata
+
+    from iteralab.site import output
+    from iteralab.site.build import build_site
+
+    runs = tmp_path / "runs"
+    manifest = factory.with_corpus_file(runs, factory.manifest())
+    records.append(runs, manifest)
+    records.append(runs, factory.with_prediction_file(runs, factory.trial(manifest)))
+    monkeypatch.setenv("ITERALAB_CAMPAIGN_STORE_MB", "0")
+    assert build_site(runs=runs, out=tmp_path / "site")["rendered"] == ["camp"]
+    assert build_site(runs=runs, out=tmp_path / "site")["rendered"] == []
+    real = metadata.version
+    monkeypatch.setattr(output.metadata, "version", lambda name: "99.0" if name == "zlib-ng" else real(name))
+    assert build_site(runs=runs, out=tmp_path / "site")["rendered"] == ["camp"]
