@@ -60,6 +60,12 @@ def answer_row(report: Report) -> Row | None:
     return report.cheapest or (report.ranked[0] if report.ranked else None)
 
 
+def configuration_name(row: Row) -> str:
+    """Name a configuration across revisions: its variant and hardware (its label also names torch, which may change)."""
+    variant, hardware = _key(row)
+    return f"{variant} · {hardware}" if hardware else variant
+
+
 def answer_key(row: Row) -> list:
     """Return what names an answer: the configuration and its package (card, days, periods, lots), not its spare hours."""
     plan = row.plan
@@ -106,7 +112,7 @@ def compare(earlier: CampaignView, later: CampaignView, catalog: Catalog) -> Com
     old_manifest = newest(earlier.manifests) if earlier.manifests else {}
     new_manifest = newest(later.manifests) if later.manifests else {}
     old_rows, new_rows = {_key(row): row for row in old_report.rows}, {_key(row): row for row in new_report.rows}
-    pairs = [{"configuration": f"{key[0]} · {key[1]}" if key[1] else key[0], "earlier": _side(old_rows[key]),
+    pairs = [{"configuration": configuration_name(old_rows[key]), "earlier": _side(old_rows[key]),
               "later": _side(new_rows[key]),
               "separation": separate(_named(old_rows[key], earlier.name), _named(new_rows[key], later.name))["text"]}
              for key in old_rows if key in new_rows]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 
 from iteralab.decision.report import Report
-from iteralab.decision.revisions import answer_key, answer_row
+from iteralab.decision.revisions import answer_key, answer_row, configuration_name
 from iteralab.site.render import pretty_json
 from iteralab.store.questions import asked_again, changes, newest
 
@@ -18,9 +18,8 @@ def latest_manifests(table) -> dict[str, dict]:
     whole took half a second of every build; then the manifests of the campaigns they name.
     """
     rows = table.frame[table.frame["kind"] == "manifest"]
-    asking = {record["campaign"] for record in table.records(rows, wanted=b'"asks_again"')
-              if isinstance(record, dict) and asked_again(record)}
-    named = {asked_again(record) for record in table.records(rows[rows["campaign"].isin(list(asking))])}
+    asks = [record for record in table.records(rows, wanted=b'"asks_again"') if isinstance(record, dict) and asked_again(record)]
+    asking, named = {record["campaign"] for record in asks}, {asked_again(record) for record in asks}
     found: dict[str, list[dict]] = {}
     for record in table.records(rows[rows["campaign"].isin(list(asking | named))]):
         if isinstance(record, dict) and record.get("kind") == "manifest":
@@ -61,15 +60,11 @@ def revision_figures(report: Report) -> dict:
     chosen = answer_row(report)
     return {"answer": report.summary_line, "next_step": report.next_step,
             "answer_key": None if chosen is None else answer_key(chosen),
-            "configurations": [{"configuration": f"{row.summary.name} · {_hardware(row)}" if _hardware(row) else row.summary.name,
+            "configurations": [{"configuration": configuration_name(row),
                                 "median": round(row.summary.median, 3) if row.summary.seconds else None,
                                 "planned": float(row.plan.total) if row.plan else None,
                                 "currency": row.plan.currency if row.plan else None, "feasible": row.feasible}
                                for row in report.rows]}
-
-
-def _hardware(row) -> str:
-    return row.summary.configuration.hardware if row.summary.configuration else ""
 
 
 def question_pages(summaries: dict, manifests: dict[str, dict], found: dict[str, dict]) -> list[dict]:
