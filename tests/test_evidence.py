@@ -352,6 +352,27 @@ def test_zip_entries_are_sorted_regular_files_at_the_zip_epoch():
         assert info.external_attr == (stat.S_IFREG | 0o644) << 16 and info.compress_type == zipfile.ZIP_DEFLATED
 
 
+def test_files_of_the_same_content_are_deflated_once_into_the_bytes_of_deflating_each():
+    import io
+
+    from stream_zip import ZIP_32, stream_zip
+    from zlib_ng import zlib_ng
+
+    from iteralab.site.bundle import ZIP_EPOCH, zip_bytes
+
+    # A variant's repetitions write the same predictions: each content is deflated once per bundle, to the same bytes.
+    same, other = b"id,label,score\n" + b"e1,fresh,0.5\n" * 5000, b"id,label,score\n" + b"e1,rotten,0.25\n" * 4000
+    files = {"predictions/t1.csv": same, "predictions/t2.csv": other, "predictions/t3.csv": same, "empty": b""}
+    members = ((f"top/{path}", ZIP_EPOCH, stat.S_IFREG | 0o644, ZIP_32, (files[path],)) for path in sorted(files))
+    each = b"".join(stream_zip(members, get_compressobj=lambda: zlib_ng.compressobj(2, zlib_ng.DEFLATED, -zlib_ng.MAX_WBITS),
+                               extended_timestamps=False))
+    data = zip_bytes("top", files)
+    assert data == each
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        assert archive.testzip() is None
+        assert {info.filename[4:]: archive.read(info) for info in archive.infolist()} == files
+
+
 def test_campaign_bundle_names_its_top_folder_dates_the_bag_and_reads_the_given_catalog(tmp_path):
     import io
 

@@ -181,11 +181,35 @@ def zip_bytes(top: str, files: dict[str, bytes]) -> bytes:
     same zlib-ng.
     """
     from stream_zip import ZIP_32, stream_zip
-    from zlib_ng import zlib_ng
 
     members = ((f"{top}/{path}", ZIP_EPOCH, stat.S_IFREG | 0o644, ZIP_32, (files[path],)) for path in sorted(files))
-    return b"".join(stream_zip(members, get_compressobj=lambda: zlib_ng.compressobj(2, zlib_ng.DEFLATED, -zlib_ng.MAX_WBITS),
-                               extended_timestamps=False))
+    deflated: dict[bytes, bytes] = {}  # this bundle's files deflated so far, by their content
+    return b"".join(stream_zip(members, get_compressobj=lambda: _Deflate(deflated), extended_timestamps=False))
+
+
+class _Deflate:
+    """Deflate one zip entry, once per distinct content in a bundle.
+
+    The repetitions of a variant write byte-identical prediction files (the same model on the same corpus: the demo's 25
+    files hold 5 contents), and deflating them was most of a bundle's time. The same content deflates to the same bytes,
+    so the bundle's bytes are those of deflating every entry.
+    """
+
+    def __init__(self, deflated: dict[bytes, bytes]):
+        self.deflated, self.chunks = deflated, []
+
+    def compress(self, chunk: bytes) -> bytes:
+        self.chunks.append(chunk)
+        return b""  # all of it at flush: a compressor may hold its output back
+
+    def flush(self) -> bytes:
+        from zlib_ng import zlib_ng
+
+        data = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+        if data not in self.deflated:
+            deflate = zlib_ng.compressobj(2, zlib_ng.DEFLATED, -zlib_ng.MAX_WBITS)
+            self.deflated[data] = deflate.compress(data) + deflate.flush()
+        return self.deflated[data]
 
 
 def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None, catalog: Path | None = None,
