@@ -1,6 +1,6 @@
 """Site build: full build and no-change rebuild on synthetic campaigns, with peak memory.
 
-Run: .venv/bin/python -m tests.benchmarks.bench_build [--sizes 10x100 100x100] [--real runs [--runs-per-campaign 4]]
+Run: .venv/bin/python -m tests.benchmarks.bench_build [--sizes 10x100 100x100] [--real runs [--runs-per-campaign 4] [--distinct-predictions]]
 Each size is CAMPAIGNSxTRIALS_PER_CAMPAIGN; records are written with the real record store. With --real RUNS, every
 campaign is instead a copy of the first run found in RUNS (real records and prediction files, e.g. after make demo) with
 fresh ids, its trials repeated with fresh ids up to TRIALS_PER_CAMPAIGN and split over several runs, each a file with
@@ -57,12 +57,15 @@ def make_runs(folder: Path, campaigns: int, trials: int, first: int = 0) -> None
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def copy_real_runs(folder: Path, campaigns: int, trials: int, source: Path, first: int = 0, runs: int = 1) -> None:
+def copy_real_runs(folder: Path, campaigns: int, trials: int, source: Path, first: int = 0, runs: int = 1,
+                   distinct: bool = False) -> None:
     """Write CAMPAIGNS copies of SOURCE's first run as RUNS runs each, TRIALS trials in all per campaign.
 
     Each run is a file as the runner writes it today: its manifest, then a start record before each trial (copied from
     SOURCE where it has them, made with the runner's own function where an older run lacks them). Figures and
-    prediction files are the real ones; campaign, run and record ids are fresh.
+    prediction files are the real ones; campaign, run and record ids are fresh. DISTINCT: every trial's prediction file
+    gets content of its own (its last score's digits extended), as a GPU whose kernels are not deterministic may write;
+    a CPU run's repetitions write the same file.
     """
     import json
     import shutil
@@ -94,8 +97,14 @@ def copy_real_runs(folder: Path, campaigns: int, trials: int, source: Path, firs
                 if trial.get("predictions"):
                     relative = f"{name}/predictions/{trial['record_id']}.csv"
                     (folder / relative).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(source / trial["predictions"]["path"], folder / relative)
-                    trial["predictions"] = {**trial["predictions"], "path": relative}
+                    if distinct:
+                        data = (source / trial["predictions"]["path"]).read_bytes().rstrip(b"\n") + b"%07d\n" % number
+                        (folder / relative).write_bytes(data)
+                        trial["predictions"] = {**trial["predictions"], "path": relative,
+                                                "sha256": hashlib.sha256(data).hexdigest()}
+                    else:
+                        shutil.copyfile(source / trial["predictions"]["path"], folder / relative)
+                        trial["predictions"] = {**trial["predictions"], "path": relative}
                 lines += [json.dumps(start, sort_keys=True), json.dumps(trial, sort_keys=True)]
             path = records.records_file(folder, name, run_id)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -106,10 +115,11 @@ def copy_real_runs(folder: Path, campaigns: int, trials: int, source: Path, firs
             shutil.copyfile(corpus, folder / name / "inputs" / corpus.name)
 
 
-def add(real: Path | None, runs: Path, campaigns: int, trials: int, first: int = 0, runs_per_campaign: int = 1) -> None:
+def add(real: Path | None, runs: Path, campaigns: int, trials: int, first: int = 0, runs_per_campaign: int = 1,
+        distinct: bool = False) -> None:
     """Add CAMPAIGNS campaigns, numbered from FIRST: copies of REAL's first run (as RUNS_PER_CAMPAIGN runs), or synthetic ones."""
     if real:
-        copy_real_runs(runs, campaigns, trials, real, first, runs_per_campaign)
+        copy_real_runs(runs, campaigns, trials, real, first, runs_per_campaign, distinct)
     else:
         make_runs(runs, campaigns, trials, first)
 
@@ -136,11 +146,15 @@ def main() -> None:
     parser.add_argument("--real", type=Path, metavar="RUNS", help="copy the first run of this runs folder, not synthetic records")
     parser.add_argument("--runs-per-campaign", type=int, default=4, metavar="N",
                         help="with --real: each campaign's trials as N runs, each with its manifest and start records")
+    parser.add_argument("--distinct-predictions", action="store_true",
+                        help="with --real: every trial's prediction file of its own content (a CPU run's repetitions write "
+                             "the same one; a GPU's may not)")
     options = parser.parse_args()
     if len(options.sizes) > 1:
         # One process per size: each size's peak memory is its own.
         for size in options.sizes:
-            real = ["--real", str(options.real), "--runs-per-campaign", str(options.runs_per_campaign)] if options.real else []
+            real = ["--real", str(options.real), "--runs-per-campaign", str(options.runs_per_campaign),
+                    *(["--distinct-predictions"] if options.distinct_predictions else [])] if options.real else []
             subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_build", "--sizes", size, *real], check=True)
         return
     for size in options.sizes:
@@ -149,7 +163,8 @@ def main() -> None:
             root = Path(folder)
             os.environ["ITERALAB_CACHE_DIR"] = str(root / "cache")  # every cache starts cold, the user's are left alone
             os.environ.pop("ITERALAB_CAMPAIGN_STORE_MB", None)
-            add(options.real, root / "runs", campaigns, trials, runs_per_campaign=options.runs_per_campaign)
+            add(options.real, root / "runs", campaigns, trials, runs_per_campaign=options.runs_per_campaign,
+                distinct=options.distinct_predictions)
             bare = bare_parse(root / "runs")
             start = time.perf_counter()
             first = build_site(runs=root / "runs", out=root / "site")
@@ -169,7 +184,7 @@ def main() -> None:
             build_site(runs=root / "runs", out=root / "rendered")
             rendered = time.perf_counter() - start
             del os.environ["ITERALAB_CAMPAIGN_STORE_MB"]
-            add(options.real, root / "runs", 1, trials, campaigns, options.runs_per_campaign)  # one more campaign, as a new run adds it
+            add(options.real, root / "runs", 1, trials, campaigns, options.runs_per_campaign, options.distinct_predictions)  # one more campaign, as a new run adds it
             start = time.perf_counter()
             result = build_site(runs=root / "runs", out=root / "site")
             appended = time.perf_counter() - start
@@ -177,7 +192,8 @@ def main() -> None:
         total = campaigns * trials
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        kind = (f"real records from {options.real} ({options.runs_per_campaign} runs per campaign, with start records)"
+        distinct = ", every prediction file distinct" if options.distinct_predictions else ""
+        kind = (f"real records from {options.real} ({options.runs_per_campaign} runs per campaign, with start records{distinct})"
                 if options.real else "synthetic records")
         print(f"{kind}: {campaigns} campaigns x {trials} trials = {total} trials on {processes} process(es): "
               f"full build {full:.1f} s ({total / full:.0f} trials/s), no-change rebuild {again:.2f} s "
