@@ -69,15 +69,10 @@ def _truncate(blob: bytes) -> bytes:
 
 
 def _flip(blob: bytes) -> bytes:
-    """Flip a bit inside the evidence bundle, stored as it is: only the entry's sha256 can tell."""
+    """Flip a bit inside the entry's stored pages: only the entry's sha256 can tell."""
     end = blob.index(b"\n", len(stored.MAGIC))
-    at = end + 1
-    for relative, size, _ in orjson.loads(blob[len(stored.MAGIC):end])["files"]:
-        if relative.endswith(".zip"):
-            middle = at + size // 2
-            return blob[:middle] + bytes([blob[middle] ^ 0x01]) + blob[middle + 1:]
-        at += size
-    raise AssertionError("no bundle in the entry")
+    middle = end + 1 + (len(blob) - end - 1) // 2
+    return blob[:middle] + bytes([blob[middle] ^ 0x01]) + blob[middle + 1:]
 
 
 def _other_format(blob: bytes) -> bytes:
@@ -112,6 +107,60 @@ def test_a_damaged_entry_is_detected_rendered_again_and_stored_anew(runs, render
     rendered.clear()
     build_site(runs=runs, out=tmp_path / "third")
     assert rendered == []
+
+
+def _bundles(cache: Path) -> list[Path]:
+    return sorted((cache / "campaigns").glob("*/*.zip"))
+
+
+@pytest.mark.parametrize("damage", ["flip", "remove", "replace"])
+def test_the_bundle_is_linked_from_the_site_not_written_twice_and_a_changed_one_is_rendered_again(runs, rendered, tmp_path,
+                                                                                                damage):
+    build_site(runs=runs, out=tmp_path / "first")
+    linked = _bundles(tmp_path / "cache")
+    assert len(linked) == len(entries(tmp_path / "cache")) == 3
+    sites = sorted((tmp_path / "first" / "campaigns").glob("*/evidence-*.zip"))
+    assert sorted(path.stat().st_ino for path in linked) == sorted(path.stat().st_ino for path in sites)
+    rendered.clear()
+    build_site(runs=runs, out=tmp_path / "second")
+    assert rendered == []  # copied from the store, the bundle read through its link
+    for path in linked:
+        if damage == "flip":  # rewritten in place (a site's file is never; someone else's tool might)
+            with open(path, "r+b") as handle:
+                handle.seek(100)
+                byte = handle.read(1)
+                handle.seek(100)
+                handle.write(bytes([byte[0] ^ 1]))
+        elif damage == "remove":
+            path.unlink()
+        else:
+            path.unlink()
+            path.write_bytes(b"PK not the bundle")
+    rendered.clear()
+    build_site(runs=runs, out=tmp_path / "third")
+    assert sorted(rendered) == CAMPAIGNS
+    if damage != "flip":  # the site's bundles were not touched: every build gave the same pages
+        assert tree(tmp_path / "third") == tree(tmp_path / "second")
+
+
+def test_a_bundle_that_cannot_be_linked_is_stored_whole(runs, tmp_path):
+    entry = {"answer": "a", "summary": {}}
+    stored.save("ab" * 32, [("campaigns/x/index.html", b"<p>page</p>"), ("campaigns/x/evidence-x.zip", b"PK bundle")], entry,
+                tmp_path / "no-such-site")
+    assert _bundles(tmp_path / "cache") == []
+    assert stored.load("ab" * 32) == ([("campaigns/x/index.html", b"<p>page</p>"), ("campaigns/x/evidence-x.zip", b"PK bundle")],
+                                      entry)
+
+
+def test_pruning_removes_an_entry_with_its_bundle_and_a_bundle_left_without_entry(runs, tmp_path):
+    build_site(runs=runs, out=tmp_path / "first")
+    orphan = tmp_path / "cache" / "campaigns" / "00" / f"{'0' * 64}.zip"
+    orphan.parent.mkdir(exist_ok=True)
+    orphan.write_bytes(b"PK")
+    stored.prune(10**12)
+    assert not orphan.exists() and len(_bundles(tmp_path / "cache")) == 3
+    stored.prune(0)
+    assert entries(tmp_path / "cache") == [] and _bundles(tmp_path / "cache") == []
 
 
 def test_a_changed_campaign_or_another_runs_folder_is_rendered_not_copied(runs, rendered, tmp_path):

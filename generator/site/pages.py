@@ -87,7 +87,7 @@ def render_part(name: str, part: RecordTable, notes: tuple, sheets: tuple, stamp
     with language.speaking(common["language"]), processes.collector_paused():
         written, kept, answer, failure, summary = _render_part(common, part, notes, sheets, stamp, present, files)
     if key and failure is None:  # a failure is said again by the next build, never remembered
-        stored.save(key, files, {"answer": answer, "summary": summary})
+        stored.save(key, files, {"answer": answer, "summary": summary}, places.out)
     return written, kept, answer, failure, summary, False
 
 
