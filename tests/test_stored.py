@@ -200,16 +200,59 @@ def test_the_store_can_be_turned_off_and_a_bad_limit_is_a_clear_error(runs, rend
     assert not (tmp_path / "second").exists()
 
 
-def test_the_least_recently_used_entries_go_first_when_the_store_outgrows_its_limit(runs, tmp_path):
+def stored_size(entry: Path) -> int:
+    """What prune counts for an entry: its file and, where it has one, its linked bundle."""
+    bundle = entry.with_suffix(".zip")
+    return entry.stat().st_size + (bundle.stat().st_size if bundle.exists() else 0)
+
+
+@pytest.mark.parametrize("oldest", ["largest", "smallest"])
+def test_the_least_recently_used_entries_go_first_when_the_store_outgrows_its_limit(runs, tmp_path, oldest):
+    """Regression for #48: an entry counts with its linked bundle, and the ages are set, not left to the hashes' order.
+
+    The old test aged the entries in the order of their (random) names and set the limit from the .bin files alone, so
+    it passed only when the largest entry happened to be the oldest. Both orders are forced here.
+    """
     build_site(runs=runs, out=tmp_path / "first")
-    found = entries(tmp_path / "cache")
-    for age, entry in enumerate(found):  # the first listed is the oldest
+    found = sorted(entries(tmp_path / "cache"), key=stored_size, reverse=oldest == "largest")
+    sizes = [stored_size(entry) for entry in found]
+    assert len(found) == 3 and sizes[0] != sizes[-1]
+    assert all(entry.with_suffix(".zip").exists() for entry in found)  # every entry links its bundle
+    for age, entry in enumerate(found):  # found[0] is the least recently used
         os.utime(entry, ns=(10**18 + age, 10**18 + age))
-    sizes = [entry.stat().st_size for entry in found]
-    stored.prune(sum(sizes) - 1)
-    assert entries(tmp_path / "cache") == found[1:]
+
+    def left() -> list[Path]:
+        return sorted(entries(tmp_path / "cache"), key=found.index)
+
+    stored.prune(sum(sizes))  # at the limit: nothing goes
+    assert left() == found
+    stored.prune(sum(sizes) - 1)  # one byte over: the oldest entry goes, with its bundle, and no other
+    assert left() == found[1:]
+    assert not found[0].with_suffix(".zip").exists() and found[1].with_suffix(".zip").exists()
+    stored.prune(sizes[2])  # the newest alone fits: the next oldest goes
+    assert left() == found[2:]
     stored.prune(0)
-    assert entries(tmp_path / "cache") == []
+    assert left() == []
+    assert list((tmp_path / "cache" / "campaigns").glob("*/*.zip")) == []
+
+
+def test_a_limit_counted_without_the_bundles_removes_entries_until_the_store_fits(runs, tmp_path):
+    """Regression for #48: the old test's limit (the .bin files alone, less a byte), with the smallest entry the oldest.
+
+    The store holds each entry's bundle too, so one entry removed is not enough: prune goes on to the next oldest
+    until what is left, bundles included, fits the limit.
+    """
+    build_site(runs=runs, out=tmp_path / "first")
+    found = sorted(entries(tmp_path / "cache"), key=stored_size)  # the smallest first, so the oldest
+    for age, entry in enumerate(found):
+        os.utime(entry, ns=(10**18 + age, 10**18 + age))
+    limit = sum(entry.stat().st_size for entry in found) - 1
+    kept = list(found)
+    while sum(stored_size(entry) for entry in kept) > limit:
+        kept.pop(0)
+    assert len(kept) < len(found) - 1  # more than one entry must go: the old expectation of one fails here
+    stored.prune(limit)
+    assert sorted(entries(tmp_path / "cache"), key=found.index) == kept
 
 
 NOTE = """---
