@@ -16,6 +16,7 @@ from iteralab.site.render import jinja_environment
 from iteralab.store.questions import shown_value
 
 FEED = "feed.xml"
+AUTHOR = "IteraGPU Lab"  # the publisher, as every page's footer names it
 
 
 def write_questions(writer: Writer, asked: list[dict], answers: dict, common: dict) -> None:
@@ -58,6 +59,20 @@ def _entry_id(*parts: str) -> str:
     return uuid.uuid5(uuid.NAMESPACE_URL, "iteralab:" + ":".join(parts)).urn
 
 
+def self_link(base: str) -> str | None:
+    """Return the feed's own address when BASE is a full one (scheme and host), else None: no self link.
+
+    A self link is how a reader finds the feed again once the address it was fetched from is forgotten, so it must be
+    absolute, or resolvable against an absolute xml:base (RFC 4287 4.2.7.2; the W3C feed validator warns of a relative
+    one). A site built without --base-url, or with a path only, does not know its host: it promises no address. Its
+    other links stay relative and resolve against the feed's own location (RFC 3986 5.1.3), as a page's do.
+    """
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base)
+    return f"{base}{FEED}" if parts.scheme in ("http", "https") and parts.netloc else None
+
+
 def feed_bytes(summaries: dict, answers: dict, asked: list[dict], failed: dict, base: str) -> bytes:
     """Return the Atom feed: an entry per campaign's decision and per changed answer, in the current language.
 
@@ -72,10 +87,11 @@ def feed_bytes(summaries: dict, answers: dict, asked: list[dict], failed: dict, 
             return max((item["updateddate"] for item in self.items), default=_moment(None))
 
     code = language.current()
+    # RFC 4287 4.1.1: a feed whose entries name no author names one itself: the site's publisher.
     feed = Feed(title=Text("IteraGPU Lab: decisions and changed answers").say(code), link=f"{base}index.html",
-                                   description=Text("Each campaign's decision, and each question whose answer changed when "
-                                                    "it was asked again.").say(code),
-                                   language=code, feed_url=f"{base}{FEED}", feed_guid=_entry_id(code, "feed"))
+                description=Text("Each campaign's decision, and each question whose answer changed when it was asked "
+                                 "again.").say(code),
+                language=code, feed_url=self_link(base), feed_guid=_entry_id(code, "feed"), author_name=AUTHOR)
     for name, summary in sorted(summaries.items()):
         if name in failed or not summary.get("last_at"):
             continue
