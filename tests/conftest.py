@@ -9,8 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from iteralab.cli import main
+
+# Speed is measured in tests/benchmarks, never by a test: Hypothesis's default 200 ms deadline per example failed an
+# example that was slow only because the machine was busy (the first one also loads Babel's CLDR data).
+settings.register_profile("iteralab", deadline=None)
+settings.load_profile("iteralab")
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync"]
