@@ -333,6 +333,9 @@ def test_bag_files_lay_out_a_bagit_bag_with_both_manifests():
     assert bag["bagit.txt"] == b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"
     assert bag["bag-info.txt"] == (b"Bag-Software-Agent: iteralab\nBagging-Date: 2026-09-30\nExternal-Identifier: top\n"
                                    b"Payload-Oxum: 4.2\n")
+    grouped = bag_files("top-en", {"b.txt": b"bb"}, "2026-09-30", group="top")["bag-info.txt"]
+    assert grouped == (b"Bag-Software-Agent: iteralab\nBagging-Date: 2026-09-30\nBag-Group-Identifier: top\n"
+                       b"External-Identifier: top-en\nPayload-Oxum: 2.1\n")
     assert bag["manifest-sha256.txt"].decode() == f"{sha(b'{}')}  data/a/x.json\n{sha(b'bb')}  data/b.txt\n"
     assert bag["tagmanifest-sha256.txt"].decode() == "".join(
         f"{sha(bag[name])}  {name}\n" for name in ("bag-info.txt", "bagit.txt", "manifest-sha256.txt"))
@@ -413,7 +416,7 @@ def test_a_bundle_of_manifests_alone_is_dated_by_them_and_names_itself(tmp_path,
     (view,) = campaign_views(reading.load(tmp_path / "runs"))
     with zipfile.ZipFile(io.BytesIO(campaign_bundle(view, runs=tmp_path / "runs"))) as archive:
         info = archive.read("camp-evidence/bag-info.txt")
-    assert b"Bagging-Date: 2026-09-28\n" in info and b"External-Identifier: camp-evidence\n" in info
+    assert b"Bagging-Date: 2026-09-28\n" in info and b"External-Identifier: camp-evidence-en\n" in info
     monkeypatch.chdir(tmp_path)  # the runs folder defaults to ./runs, as on the command line
     bundle, _ = write_bundle(campaign="camp", out="camp.zip")
     assert verify_bundle(bundle) == []
@@ -562,3 +565,53 @@ def test_another_deflate_version_is_a_change_to_build(tmp_path, monkeypatch):
     real = metadata.version
     monkeypatch.setattr(output.metadata, "version", lambda name: "99.0" if name == "zlib-ng" else real(name))
     assert build_site(runs=runs, out=tmp_path / "site")["rendered"] == ["camp"]
+
+
+def _bag_info(bundle: Path) -> dict[str, str]:
+    with zipfile.ZipFile(bundle) as archive:
+        (name,) = [name for name in archive.namelist() if name.endswith("/bag-info.txt")]
+        lines = archive.read(name).decode("utf-8").splitlines()
+    return dict(line.split(": ", 1) for line in lines)
+
+
+def _payload(bundle: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(bundle) as archive:
+        return {name.split("/", 1)[1]: archive.read(name) for name in archive.namelist() if "/data/" in name}
+
+
+def test_each_language_s_bag_of_a_campaign_has_its_own_identifier_in_one_group(tmp_path, cli):
+    """Regression for #48: the English and the Indonesian bag of a campaign both said External-Identifier:
+    demo-rotten-tomatoes-evidence while their payloads differ, so an archivist filing both by it kept one. Each bag's
+    identifier names its language; both name the campaign's evidence as their group (Bag-Group-Identifier, RFC 8493)."""
+    import bagit
+
+    from iteralab.site.build import build_site
+
+    runs = tmp_path / "runs"
+    manifest = factory.with_corpus_file(runs, factory.manifest())
+    for record in (manifest, *(factory.with_prediction_file(runs, factory.trial(manifest, "b1", repetition=repetition,
+                                                                                 sequence=repetition))
+                               for repetition in (1, 2))):
+        records.append(runs, record)
+    site = tmp_path / "site"
+    assert build_site(runs=runs, out=site, languages=("en", "id"))["failed"] == {}
+    campaign = "camp"
+    bundles = {code: site / folder / "campaigns" / campaign / f"evidence-{campaign}.zip" for code, folder in (("en", ""), ("id", "id"))}
+    infos = {code: _bag_info(bundle) for code, bundle in bundles.items()}
+    assert {code: (info["External-Identifier"], info["Bag-Group-Identifier"]) for code, info in infos.items()} == {
+        "en": (f"{campaign}-evidence-en", f"{campaign}-evidence"), "id": (f"{campaign}-evidence-id", f"{campaign}-evidence")}
+    payloads = {code: _payload(bundle) for code, bundle in bundles.items()}
+    assert payloads["en"].keys() == payloads["id"].keys()
+    assert [name for name in payloads["en"] if payloads["en"][name] != payloads["id"][name]], "the payloads differ"
+    for bundle in bundles.values():  # iteralab verify, and the Library of Congress bagit library on the unzipped bag
+        assert verify_bundle(bundle) == [], bundle
+        unpacked = tmp_path / bundle.parent.parent.parent.name / "unpacked"
+        with zipfile.ZipFile(bundle) as archive:
+            archive.extractall(unpacked)
+        bag = bagit.Bag(str(unpacked / f"{campaign}-evidence"))
+        bag.validate()
+        assert bag.info["External-Identifier"] == _bag_info(bundle)["External-Identifier"]
+    # iteralab bundle makes the English bag, byte for byte the site's.
+    code, _, err = cli("bundle", campaign, "-o", tmp_path / "cli.zip", "--runs", runs)
+    assert code == 0, err
+    assert (tmp_path / "cli.zip").read_bytes() == bundles["en"].read_bytes()

@@ -154,15 +154,18 @@ def _index_html(view: CampaignView, files: dict[str, bytes], report, digests: di
                                                                          cost=view.cost(), report=report)
 
 
-def bag_files(name: str, data: dict[str, bytes], bagging_date: str, digests: dict[str, str] | None = None) -> dict[str, bytes]:
+def bag_files(name: str, data: dict[str, bytes], bagging_date: str, digests: dict[str, str] | None = None, *,
+              group: str | None = None) -> dict[str, bytes]:
     """Lay out a BagIt 1.0 bag: payload under data/, sha256 manifests, bag-info with Payload-Oxum.
 
-    DIGESTS: the sha256 of payload files already hashed, by their path inside data/.
+    NAME: the bag's External-Identifier; GROUP: its Bag-Group-Identifier, the set of bags it belongs to (RFC 8493
+    2.2.2). DIGESTS: the sha256 of payload files already hashed, by their path inside data/.
     """
     known = digests or {}
     bag = {f"data/{path}": content for path, content in data.items()}
     manifest = "".join(f"{known.get(path) or hashlib.sha256(data[path]).hexdigest()}  data/{path}\n" for path in sorted(data))
-    info = (f"Bag-Software-Agent: iteralab\nBagging-Date: {bagging_date}\nExternal-Identifier: {name}\n"
+    grouped = f"Bag-Group-Identifier: {group}\n" if group else ""
+    info = (f"Bag-Software-Agent: iteralab\nBagging-Date: {bagging_date}\n{grouped}External-Identifier: {name}\n"
             f"Payload-Oxum: {sum(len(c) for c in bag.values())}.{len(bag)}\n")
     tags = {"bagit.txt": b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n",
             "bag-info.txt": info.encode("utf-8"), "manifest-sha256.txt": manifest.encode("utf-8")}
@@ -212,6 +215,11 @@ class _Deflate:
         return self.deflated[data]
 
 
+def identifier(campaign: str, code: str | None = None) -> str:
+    """Return the External-Identifier of CAMPAIGN's bag in language CODE (the current one by default)."""
+    return f"{campaign}-evidence-{code or language.current()}"
+
+
 def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None, catalog: Path | None = None,
                     loaded_notes: list | None = None, price_catalog=None, table_csv: str | None = None, report=None,
                     charts: list[dict] | None = None, signer: signing.Signer | None = None, revision: dict | None = None) -> bytes:
@@ -224,7 +232,9 @@ def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None
     digests: dict[str, str] = {}
     files = payload(view, Path(runs), notes, catalog, loaded_notes=loaded_notes, price_catalog=price_catalog,
                     table_csv=table_csv, report=report, digests=digests, charts=charts, revision=revision)
-    bag = bag_files(top, files, bagging_date, digests)
+    # The same campaign's bag in each language of the site differs (its pages, chart specs, decision.txt): each has
+    # an identifier of its own naming its language, and both name the campaign's evidence as their group (#48).
+    bag = bag_files(identifier(view.name), files, bagging_date, digests, group=top)
     if signer is not None:
         bag.update(signing.signature_files(bag["tagmanifest-sha256.txt"], signer))
     return zip_bytes(top, bag)
