@@ -40,7 +40,7 @@ def check(runs, as_json):
 @click.command()
 @click.argument("campaign", type=FOLDER)
 @runs_option("runs folder to append records to (default: runs)")
-@click.option("--dry-run", is_flag=True, help="validate everything and print the plan without loading the model")
+@click.option("--dry-run", is_flag=True, help="validate everything (the model is loaded once to check it does the task) and print the plan; nothing is timed or recorded")
 @click.option("--rental", "rental_id", metavar="RENTAL_ID",
               help="tie the run to a rental recorded with rental add; refused on a machine without its card")
 @click.option("--resume", is_flag=True, help="continue the latest unfinished run of this campaign instead of starting one; "

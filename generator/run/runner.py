@@ -19,6 +19,7 @@ from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint,
 from iteralab.run.corpus import Corpus, load_corpus, token_counts
 from iteralab.run.machine import code_version, machine_facts, model_files
 from iteralab.run.metrics import check_format, check_ids, evaluate
+from iteralab.run.model_check import check_classifier
 from iteralab.run.rental import check_machine, find_rental, rental_link
 from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
 from iteralab.run.signals import Signals
@@ -54,6 +55,7 @@ class Prepared:
     environment: dict | None = None  # this machine, read once before any model loads
     rental: dict | None = None  # the rental the run is tied to (--rental)
     resumption: Resumption | None = None  # the run --resume continues
+    model_check: dict = field(default_factory=dict)  # the architecture loaded and what transformers said loading it
 
 
 @dataclass
@@ -106,6 +108,7 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
         check_machine(rental, environment)
     config = _model_config(campaign.model_path)
     labels = _labels(config, campaign.model_path)
+    model_check = check_classifier(campaign.model_path, config)  # a random head or no vocabulary is refused here
     corpus = load_corpus(campaign.corpus_path)
     protocol = campaign.protocol
     unknown = sorted({entry.label for entry in corpus.entries if entry.label is not None} - set(labels))
@@ -135,7 +138,7 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
         campaign, corpus, f"{campaign.name}/inputs/{corpus.file_sha256[:16]}{campaign.corpus_path.suffix.lower()}",
         fingerprint, labels, token_counts, bucket_of,
         {bucket["name"]: sum(1 for b in bucket_of.values() if b == bucket["name"]) for bucket in protocol["buckets"]},
-        len(over), plan, existing, environment=environment, rental=rental, resumption=resumption)
+        len(over), plan, existing, environment=environment, rental=rental, resumption=resumption, model_check=model_check)
     _check_devices(campaign)
     return prepared
 
@@ -248,7 +251,8 @@ def _manifest(prepared: Prepared) -> dict:
                 "processing_order": "file order; variants with length_sorted sort by token count inside the measured window",
                 "bucket_counts": prepared.bucket_counts, "truncated_entries": prepared.truncated,
                 "source_name": campaign.corpus_path.name},
-        model={**model_files(campaign.model_path, campaign.model_revision), "labels": prepared.labels},
+        model={**model_files(campaign.model_path, campaign.model_revision), "labels": prepared.labels,
+               **prepared.model_check},
         environment=prepared.environment, code_version=code_version(),
         variants={variant.name: variant.config() for variant in campaign.variants},
         plan=plan_data(prepared)["plan"],
