@@ -107,6 +107,7 @@ def test_the_manifest_records_the_architecture_the_loading_information_and_every
     assert code == 0, err
     (manifest,) = reading.load(tmp_path / "runs").of_kind("manifest")
     model = manifest["model"]
+    assert manifest["workload"] == {"kind": "classify"}
     assert model["architecture"] == "BertForSequenceClassification"
     assert model["saved_architectures"] == ["BertForSequenceClassification"]
     assert model["loading"] == {"missing_keys": [], "unexpected_keys": ["leftover.weight"], "mismatched_keys": [],

@@ -25,6 +25,13 @@ ATTENTIONS = ("eager", "sdpa")
 PADDINGS = ("longest", "max_length")
 TRUNCATIONS = ("truncate", "refuse")
 THRESHOLD_METRICS = ("accuracy", "macro_f1")
+# The kinds of work this version measures, each with what its useful unit is; a campaign without [workload] classifies.
+WORKLOAD_KINDS = {"classify": "label every text of a corpus with a fine-tuned classifier"}
+PLANNED_KINDS = {"generate": "generating text with a causal language model",
+                 "adapt": "fine-tuning (all weights, a subset or LoRA)"}
+# Keys a user writes for the kind of work where the campaign file has none: each points to where it goes.
+KIND_HINTS = {"task": "the kind of work is [workload] kind", "kind": "the kind of work is [workload] kind",
+              "workload": "the kind of work is the table [workload] with its key kind"}
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,7 @@ class Campaign:
     model_revision: str | None
     protocol: dict
     variants: tuple[Variant, ...]
+    kind: str = "classify"  # [workload] kind
 
     def variant(self, name: str) -> Variant:
         """Return the variant called NAME."""
@@ -92,6 +100,7 @@ def load_campaign(path: Path | str) -> Campaign:
     title = top.get("title", str, default=name)
     corpus_path, split = top.attempt(lambda: _corpus(top, base), (None, None))
     model_path, revision = top.attempt(lambda: _model(top, base), (None, None))
+    kind = top.attempt(lambda: _workload(top), "classify")
     variants = _variants(top.get("variants", list), path, errors)
     protocol = top.attempt(lambda: _protocol(Table(top.get("protocol", dict), "protocol", path, errors),
                                              {v.name for v in variants} if variants else None), {})
@@ -100,12 +109,29 @@ def load_campaign(path: Path | str) -> Campaign:
         # when absent, so campaigns written before [decision] existed keep their fingerprint.
         protocol["decision"] = top.attempt(
             lambda: decision_question(Table(top.get("decision", dict), "decision", path, errors)))
-    top.finish()
+    top.finish(hints={key: hint for key, hint in KIND_HINTS.items() if key != "workload"})
     if len(errors) == 1:
         raise UserError(f"{path}: {errors[0]}")
     if errors:
         raise UserError(f"{path}: {len(errors)} mistakes, each to fix:\n" + "\n".join(f"  - {line}" for line in errors))
-    return Campaign(path, name, title, corpus_path, split, model_path, revision, protocol, variants)
+    return Campaign(path, name, title, corpus_path, split, model_path, revision, protocol, variants, kind)
+
+
+def _workload(top: Table) -> str:
+    """Read [workload] kind: classify unless the campaign says otherwise; a planned kind is named as not built yet."""
+    if "workload" not in top.data:
+        return "classify"
+    table = Table(top.get("workload", dict), "workload", top.source, top.errors)
+    kind = table.get("kind", str, default="classify")
+    table.finish()
+    if kind in PLANNED_KINDS:
+        table.fail("kind", f"{kind!r} ({PLANNED_KINDS[kind]}) is not measured by this version of iteralab yet; the "
+                           f"kinds it measures: " + "; ".join(f"{name} ({what})" for name, what in WORKLOAD_KINDS.items()))
+    if kind not in WORKLOAD_KINDS:
+        table.fail("kind", f"{kind!r} is not a kind of work; the kinds there are: "
+                           + "; ".join(f"{name} ({what})" for name, what in WORKLOAD_KINDS.items())
+                           + " (not built yet: " + ", ".join(PLANNED_KINDS) + ")")
+    return kind
 
 
 def _corpus(top: Table, base: Path) -> tuple[Path, str]:
@@ -120,7 +146,7 @@ def _model(top: Table, base: Path) -> tuple[Path, str | None]:
     model = Table(top.get("model", dict), "model", top.source, top.errors)
     relative = model.get("path", str)
     revision = model.get("revision", str, default=None)
-    model.finish()
+    model.finish(hints=KIND_HINTS)
     return base / relative, revision
 
 

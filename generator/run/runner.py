@@ -246,6 +246,7 @@ def _manifest(prepared: Prepared) -> dict:
     manifest = records.make_record(
         "manifest", campaign=campaign.name, run_id=records.new_run_id(),
         title=campaign.title, protocol_fingerprint=prepared.fingerprint, protocol=campaign.protocol,
+        workload={"kind": campaign.kind},
         corpus={"path": prepared.corpus_copy, "fingerprint": prepared.corpus.fingerprint, "file_sha256": prepared.corpus.file_sha256,
                 "entries": len(prepared.corpus.entries), "split": campaign.split, "labelled": prepared.corpus.labelled,
                 "processing_order": "file order; variants with length_sorted sort by token count inside the measured window",

@@ -69,7 +69,12 @@ class Table:
             return fallback
         return value
 
-    def finish(self):
+    def finish(self, hints: dict[str, str] | None = None):
+        """Note the keys never read; HINTS say where a key that belongs elsewhere goes."""
         unknown = sorted(set(self.data) - self.used)
+        placed = [f"{key}: {hints[key]}" for key in unknown if hints and key in hints]
+        unknown = [key for key in unknown if not (hints and key in hints)]
         if unknown:
             self.note(None, f"unknown key(s) {', '.join(unknown)}; check the spelling")
+        for line in placed:
+            self.note(None, f"unknown key {line}")
