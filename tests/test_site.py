@@ -188,12 +188,38 @@ def test_charts_are_vega_lite_specs_with_their_data_beside_them(site):
     spec = vega.spec_of(page, "durations")
     assert len(spec["datasets"][spec["data"]["name"]]) == 10
     assert figure.select_one('.vega[role="img"]')["aria-label"] == "Measured window per successful trial"
-    scripts = [script["src"] for script in page.select("script[src]")]
-    assert scripts == ["../../assets/vendor/vega-embed.js", "../../assets/charts.js"]
+    # The page loads charts.js alone; it asks for the libraries once the page has loaded (#48), from data-libraries.
+    scripts = [script["src"] for script in page.select("script[src]")] + [page.select_one("script[data-libraries]")["data-libraries"]]
+    assert scripts == ["../../assets/charts.js", "../../assets/vendor/vega-embed.js"]
     assert all((site / "campaigns" / "camp" / src).is_file() for src in scripts)
     assert (site / "assets" / "vendor" / "THIRD-PARTY-LICENSES.txt").is_file()
     assert vega.marks(vega.drawn(spec)) >= 10
     assert not soup(site / "catalog.html").select("script[src]")  # a page without charts loads no chart library
+
+
+def test_every_page_links_the_favicon_its_language_folder_ships(tmp_path):
+    """Regression for #48: no favicon, so a browser's request for /favicon.ico failed on every page. Each language's
+    folder has favicon.ico (an ICO of 16 and 32 pixel PNG images), and every page links the one of its folder."""
+    import struct
+
+    from tests import hostile
+
+    out = tmp_path / "site"
+    build_site(runs=hostile.FIXTURE, out=out, languages=("en", "id"))
+    for folder in (out, out / "id"):
+        data = (folder / "favicon.ico").read_bytes()
+        reserved, kind, count = struct.unpack("<HHH", data[:6])
+        entries = [struct.unpack("<BBBBHHII", data[6 + 16 * index:22 + 16 * index]) for index in range(count)]
+        assert (reserved, kind, [entry[:2] for entry in entries]) == (0, 1, [(16, 16), (32, 32)])
+        for *_, size, offset in entries:
+            image = data[offset:offset + size]
+            assert image.startswith(b"\x89PNG\r\n\x1a\n") and image.endswith(b"IEND\xaeB`\x82") and len(image) == size
+        pages = [path for path in folder.rglob("*.html") if path.name != "404.html" and (folder == out) != ("id" in path.relative_to(out).parts[:1])]
+        assert len(pages) == 7  # index, catalog, sizing, and the campaign's four pages
+        for path in pages:
+            (icon,) = soup(path).select('link[rel="icon"]')
+            assert (path.parent / icon["href"]).resolve() == (folder / "favicon.ico").resolve(), path
+    assert (out / "favicon.ico").read_bytes() == (out / "id" / "favicon.ico").read_bytes()
 
 
 def test_every_link_is_relative_and_resolves(site):

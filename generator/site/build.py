@@ -15,7 +15,18 @@ from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder, sheets_folder
 from iteralab.decision.qualification import qualify, sheet_campaigns
 from iteralab.money.catalog import load_catalog
-from iteralab.site import charts, incremental, per_campaign, published, questions, signing, stored, vendor, workers
+from iteralab.site import (
+    charts,
+    favicon,
+    incremental,
+    per_campaign,
+    published,
+    questions,
+    signing,
+    stored,
+    vendor,
+    workers,
+)
 from iteralab.site.notes import load_notes, note_problems
 from iteralab.site.output import STATE_FILE, Writer, build_stamp, inputs_digest, list_files, shared_key, software
 from iteralab.site.pages import Places, catalog_rows, render_part
@@ -286,6 +297,7 @@ def _write_shared_pages(writer: Writer, summaries: dict, all_notes: list, answer
             note_problems=[p for p in problems if p.startswith(f"notes/{note.source}: ")], **common))
     writer.write("assets/style.css", (TEMPLATES / "assets" / "style.css").read_bytes())
     writer.write("assets/charts.js", (TEMPLATES / "assets" / "charts.js").read_bytes())
+    writer.write(favicon.FILE, favicon.ico())  # at the folder's top: where a browser asks for it unless told otherwise
     # Each language's folder carries the libraries too: it can be published, or opened from disk, on its own.
     writer.write(vendor.BUNDLE, vendor.bundle())
     writer.write(vendor.LICENCES, (TEMPLATES / vendor.LICENCES).read_bytes())
