@@ -17,7 +17,7 @@ from iteralab.site.build import build_site
 from iteralab.store import reading, records
 from tests import factory, hostile
 from tests.conftest import AXE, watched_page
-from tests.test_decision import CPU, RTX_4090, RTX_6000_ADA, write_machine
+from tests.test_decision import CPU, QUESTION, RTX_4090, RTX_6000_ADA, write_machine
 
 # A decision note written to attack its reviewers: every one of these must reach the page inert.
 HOSTILE_NOTE = """---
@@ -62,6 +62,9 @@ def site(tmp_path_factory):
                                          ("run-cpu", CPU, {"b1": [500, 510, 520, 530, 540]})):
         write_machine(runs, name, environment, durations)
     records.append(runs, factory.rental("merged", runs=["run-cpu"]))
+    # The same question asked again on another card (#35): a question page, with its table of changes and two charts.
+    write_machine(runs, "run-again", RTX_6000_ADA, {"b1": [90, 91, 92, 93, 94], "b8": [20, 21, 22, 23, 24]},
+                  question={**QUESTION, "asks_again": "merged"}, campaign="merged-again")
     # An exclusion on each campaign page type: one that applies, one withdrawn.
     camp_trial = reading.load(runs).of_campaign("camp", "trial")[0]
     exclusions.add_exclusion(runs_dir=runs, campaign="camp", rule="thermal throttling in the provider's log",
@@ -99,7 +102,7 @@ def page_paths(site):
             "note": site / "notes" / "decision.html", "catalog": site / "catalog.html", "sizing": site / "sizing.html",
             "qualification": merged / "qualification.html", "decision": merged / "decision.html",
             "merged campaign": merged / "index.html", "decision without question": site / "campaigns" / "camp" / "decision.html",
-            "campaign not built": site / "campaigns" / "broken" / "index.html"}
+            "campaign not built": site / "campaigns" / "broken" / "index.html", "question": site / "questions" / "merged.html"}
 
 
 def axe_violations(page) -> list:
