@@ -23,6 +23,8 @@ from iteralab.run.model_check import check_classifier
 from iteralab.run.rental import check_machine, find_rental, rental_link
 from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
 from iteralab.run.signals import Signals
+from iteralab.run.stages import SKIPPED, STAGE_PHASE, failure_message
+from iteralab.run.stages import validate as validate_stages
 from iteralab.run.summary import Progress, plan_data
 from iteralab.run.trial import (
     Inference,
@@ -56,6 +58,8 @@ class Prepared:
     rental: dict | None = None  # the rental the run is tied to (--rental)
     resumption: Resumption | None = None  # the run --resume continues
     model_check: dict = field(default_factory=dict)  # the architecture loaded and what transformers said loading it
+    stages: dict | None = None  # each variant's validation stages, run before any timing (or why not)
+    failed_stages: dict = field(default_factory=dict)  # variant name -> its failed stage: its trials are failure rows
 
 
 @dataclass
@@ -195,18 +199,29 @@ def _read_predictions(path: Path) -> dict[str, str]:
 
 def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RUNS, quiet: bool = False,
                  progress=None, rental_id: str | None = None, resume: bool = False, retry: bool = True,
-                 warn=None) -> RunResult:
+                 warn=None, stages: bool = True) -> RunResult:
     """Run every planned trial of a campaign and append manifest and trial records.
 
     RENTAL_ID ties the new run to a recorded rental; RESUME continues the latest unfinished run instead of starting one,
     running each interrupted repetition again as a new trial that names it (not with RETRY False).
-    WARN receives warnings (a clock outside the rental's period) as they arise.
+    STAGES runs each variant's validation stages before any timing (recorded in the manifest either way).
+    WARN receives warnings (a clock outside the rental's period, a variant that failed a stage) as they arise.
     """
     runs_dir = Path(runs_dir)
     prepared = prepare(campaign_file, runs_dir, rental_id=rental_id, resume=resume, retry=retry)
     campaign = prepared.campaign
     _copy_corpus(prepared, runs_dir)
     state = prepared.resumption
+    if state is None:
+        with Signals():  # a signal during the stages stops the run before anything is written
+            prepared.stages = _validate_stages(prepared) if stages else {"ran": False, "reason": SKIPPED}
+    else:
+        prepared.stages = state.manifest.get("stages")
+    prepared.failed_stages = {name: found for name, found in ((prepared.stages or {}).get("variants") or {}).items()
+                              if not found["passed"]}
+    for name, found in prepared.failed_stages.items():
+        if warn and state is None:
+            warn(failure_message(name, found) + "; its planned trials are recorded as failures")
     manifest = state.manifest if state else _manifest(prepared)
     result = RunResult(manifest["run_id"], None, manifest)
     if prepared.rental is not None and not manifest["rental"]["within_period"]:
@@ -258,10 +273,21 @@ def _manifest(prepared: Prepared) -> dict:
         variants={variant.name: variant.config() for variant in campaign.variants},
         plan=plan_data(prepared)["plan"],
         seed=campaign.protocol["seed"], deterministic=campaign.protocol["deterministic"],
+        stages=prepared.stages,
     )
     if prepared.rental is not None:
         manifest["rental"], _ = rental_link(prepared.rental, dt.datetime.fromisoformat(manifest["created_at"].replace("Z", "+00:00")))
     return manifest
+
+
+def _validate_stages(prepared: Prepared) -> dict:
+    """Run every variant's validation stages, untimed, before the first trial."""
+    campaign = prepared.campaign
+    entries = list(prepared.corpus.entries)
+    return {"ran": True, "reason": None, "variants": {
+        variant.name: validate_stages(model_path=campaign.model_path, variant=variant, protocol=campaign.protocol,
+                                      entries=entries, token_counts=prepared.token_counts)
+        for variant in campaign.variants}}
 
 
 def _copy_corpus(prepared: Prepared, runs_dir: Path) -> None:
@@ -282,6 +308,8 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
     try:
         # Written first: after a kill, a start without its trial record is the trial that was in flight (never dropped).
         signals.append(runs_dir, start_record(manifest, trial_id, variant.name, repetition, sequence, retry_of))
+        if variant.name in prepared.failed_stages:
+            raise StageFailed(prepared.failed_stages[variant.name])
         with clock.phase("environment_check"):
             _check_environment(variant, protocol)
         with clock.phase("model_load"):
@@ -304,6 +332,8 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
         status, error = "oom", _describe(exc)
     except Interrupted as exc:
         status, error = "interrupted", f"received {exc.args[0]}"
+    except StageFailed as exc:
+        status, error, clock.current = exc.found["outcome"], failure_message(variant.name, exc.found), STAGE_PHASE
     except Exception as exc:
         status, error = "error", _describe(exc)
     failed_phase = clock.current if status != "ok" else None
@@ -327,6 +357,14 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
     progress.done(status)
     signals.append(runs_dir, trial)
     return trial
+
+
+class StageFailed(Exception):
+    """The variant failed a validation stage before any timing: its trial is a failure row naming the stage."""
+
+    def __init__(self, found: dict):
+        super().__init__(found["failed_stage"])
+        self.found = found
 
 
 def _check_environment(variant, protocol: dict) -> None:

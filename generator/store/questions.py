@@ -16,8 +16,9 @@ from iteralab.store.listing import campaign_view_of
 
 # What a revision may change, in the order compare lists it: the model, the software, the machine, the protocol's other
 # keys and the variants' settings. The question (QUESTION below) is refused instead.
+# Not settings: what a run is or measured. The validation stages are outcomes (peaks, what failed), not what changed.
 _EPHEMERAL = {"created_at", "record_id", "run_id", "kind", "schema_version", "plan", "campaign", "title", "corpus",
-              "protocol_fingerprint"}
+              "protocol_fingerprint", "stages"}
 
 
 def question_of(manifest: dict) -> dict:

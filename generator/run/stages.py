@@ -1,0 +1,94 @@
+"""Validate each variant in stages before any timing: short inputs first, then typical ones, then the longest it must hold.
+
+The second source document: "start with short inputs and a small batch to find setup errors, then typical inputs, then
+the limit you really need". A variant that fails a stage is not timed; its planned trials are failure rows naming the
+stage, and the other variants go on.
+"""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+
+from iteralab.core.language import Text
+from iteralab.run.trial import Inference, PhaseClock, load_model, out_of_memory_errors, release
+
+STAGES = ("shortest", "typical", "longest")
+STAGE_PHASE = "validation_stages"  # the failed_phase of a trial whose variant failed a stage: it never started
+# What the source points to when a phase fails: where to look before renting a larger card.
+POINTS_TO = {
+    "model_load": Text("the weights, their format or a temporary allocation while loading"),
+    "tokenize": Text("the tokenizer or the corpus text"),
+    "forward": Text("the context (tokens per entry) and the concurrency (entries per batch)"),
+}
+SKIPPED = Text("run --no-stages: the variants were timed without validation stages")
+
+
+def pick(entries: list, token_counts: dict[str, int], batch_size: int) -> dict[str, tuple[int, list]]:
+    """Return each stage's batch size and entries: the shortest at batch 1, typical ones and the longest at BATCH_SIZE."""
+    ordered = sorted(entries, key=lambda entry: (token_counts[entry.id], entry.id))
+    size = min(batch_size, len(ordered))
+    middle = max(0, min(len(ordered) - size, len(ordered) // 2 - size // 2))
+    return {"shortest": (1, ordered[:1]), "typical": (size, ordered[middle:middle + size]),
+            "longest": (size, ordered[len(ordered) - size:])}
+
+
+def _failure(exc: BaseException, phase: str | None) -> dict:
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f" (at {Path(frame.filename).name}:{frame.lineno})" if frame else ""
+    return {"outcome": "oom" if isinstance(exc, out_of_memory_errors()) else "error", "failed_phase": phase,
+            "error": f"{type(exc).__name__}: {str(exc).strip()[:500]}{where}",
+            "points_to": POINTS_TO.get(phase) if phase else None}
+
+
+def _stage(inference: Inference, variant, name: str, batch_size: int, chosen: list) -> dict:
+    clock = PhaseClock(variant.device)
+    record = {"stage": name, "batch_size": batch_size, "entries": len(chosen), "ids": [entry.id for entry in chosen],
+              "tokens_executed": None, "outcome": "ok", "failed_phase": None, "error": None, "points_to": None}
+    try:
+        for start in range(0, len(chosen), batch_size):
+            with clock.phase("tokenize"):
+                encoded = inference.encode([entry.text for entry in chosen[start:start + batch_size]])
+            lengths = encoded["attention_mask"].sum(dim=1).tolist()
+            executed = record["tokens_executed"] or {"min": min(lengths), "max": max(lengths), "padded_to": 0}
+            record["tokens_executed"] = {"min": min(executed["min"], *lengths), "max": max(executed["max"], *lengths),
+                                         "padded_to": max(executed["padded_to"], int(encoded["input_ids"].shape[1]))}
+            with clock.phase("forward"):
+                inference.forward(encoded)
+    except Exception as exc:
+        record.update(_failure(exc, clock.current))
+    record["peak_memory"] = {phase: {key: value for key, value in measured.items() if key.endswith("_bytes")}
+                             for phase, measured in clock.phases.items()}
+    return record
+
+
+def validate(*, model_path: Path, variant, protocol: dict, entries: list, token_counts: dict[str, int]) -> dict:
+    """Load VARIANT's model and run its three stages untimed; stop at the first that fails."""
+    clock = PhaseClock(variant.device)
+    result = {"passed": True, "model_load": None, "stages": []}
+    inference = None
+    try:
+        with clock.phase("model_load"):
+            tokenizer, model = load_model(model_path, variant)
+        inference = Inference(tokenizer, model, variant, protocol)
+    except Exception as exc:
+        result.update(passed=False, failed_stage="shortest", **_failure(exc, "model_load"))
+    result["model_load"] = {key: value for key, value in clock.phases["model_load"].items() if key != "completed"}
+    if inference is not None:
+        for name, (batch_size, chosen) in pick(entries, token_counts, variant.batch_size).items():
+            stage = _stage(inference, variant, name, batch_size, chosen)
+            result["stages"].append(stage)
+            if stage["outcome"] != "ok":
+                result.update(passed=False, failed_stage=name,
+                              **{key: stage[key] for key in ("outcome", "failed_phase", "error", "points_to")})
+                break
+    del inference
+    release(variant.device)
+    return result
+
+
+def failure_message(variant: str, found: dict) -> str:
+    """Say why VARIANT was not timed, in the words a failure row keeps."""
+    advice = f"; look at {found['points_to']}" if found.get("points_to") else ""
+    return (f"variant {variant} failed its {found['failed_stage']} validation stage in {found['failed_phase']} before "
+            f"any timing ({found['error']}){advice}; it was not timed")
