@@ -226,3 +226,19 @@ def test_a_priced_configuration_alone_has_no_runner_up_and_an_empty_campaign_say
     rtx = f"RTX 4090 (94.28 USD for one lot in {TWICE} (one 7-day package: 110.00 USD, no second setup))"
     assert found(report_of(runs)[0]) == whole(
         rent, points, measure=(B200, rtx), summary_line=f"{ADA8}: planned 111.42 USD, projected up to 4.8 min", cheapest=ADA8)
+
+
+def test_the_answer_gives_every_key_even_those_it_leaves_empty(tmp_path):
+    """Regression for #48: answer() itself returns every key, None where it names no row (a key left out fell back to
+    the report's default and no test saw it)."""
+    runs = merged(tmp_path / "runs", ("run-a", RTX_4090, {"b1": [30, 31, 32, 33, 34]}))
+    report = report_of(runs)[0]
+    given = answer.answer(report.question, report.ranked, report.infeasible, report.rows, report.to_measure,
+                          report.corpus_entries)
+    (row,) = report.ranked
+    assert given == {"answer": report.answer, "cheapest": row, "runner_up": None, "gap_money": None, "gap_hours": None,
+                     "tie": None, "fastest": None, "summary_line": f"{A1}: planned 47.14 USD, projected up to 5.7 min",
+                     "next_step": "Rent 1 lot of RTX 4090, one 3-day package, for 47.14 USD, and run b1 there.",
+                     "points": report.points}
+    assert list(given) == ["answer", "cheapest", "runner_up", "gap_money", "gap_hours", "tie", "fastest", "summary_line",
+                           "next_step", "points"]

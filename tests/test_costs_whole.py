@@ -15,6 +15,7 @@ from iteralab.core.errors import UserError
 from iteralab.decision import costs
 from iteralab.decision.exclusions import campaign_view
 from iteralab.store import reading, records
+from tests import factory
 from tests.test_decision import CPU, RTX_4090, write_machine
 from tests.test_exclusions import A1, A8, CPU1
 
@@ -220,3 +221,21 @@ def test_expenses_are_described_and_listed_line_by_line(runs, tmp_path, cli):
         costs.list_expenses(runs_dir=runs, campaign="../merged")
     assert str(error.value).startswith("campaign '../merged' is not a valid name")
     assert _listed(runs, reading.load(runs).of_campaign("merged", "expense")) == listed
+
+
+def test_a_receipt_a_rental_already_holds_is_refused_too(runs, tmp_path):
+    bill = tmp_path / "invoice.pdf"
+    bill.write_bytes(b"the package and the setup on one invoice\n")
+    digest = hashlib.sha256(bill.read_bytes()).hexdigest()
+    rental = {**factory.rental("merged", runs=["run-4090"]), "receipt": {
+        "path": f"merged/receipts/{digest[:16]}/invoice.pdf", "sha256": digest, "size_bytes": 41,
+        "original_name": "invoice.pdf"}}
+    (runs / rental["receipt"]["path"]).parent.mkdir(parents=True)
+    (runs / rental["receipt"]["path"]).write_bytes(bill.read_bytes())
+    records.append(runs, rental)
+    with pytest.raises(UserError) as error:
+        _add(runs, all_configurations=True, receipt=bill)
+    assert str(error.value) == (
+        f"receipt {bill} (sha256 {digest[:12]}…) is already recorded for merged by rental {rental['record_id']}; one "
+        f"receipt is one cost. If that record is wrong, iteralab void {rental['record_id']} --reason '...' first; nothing "
+        "was recorded")
