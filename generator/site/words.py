@@ -15,7 +15,7 @@ STATUSES = {"ok": Text("ok"), "oom": Text("oom"), "error": Text("error"), "inter
 
 PHASES = {"environment_check": Text("environment_check"), "model_load": Text("model_load"), "compilation": Text("compilation"),
           "warmup": Text("warmup"), "measured_window": Text("measured_window"), "evaluation": Text("evaluation"),
-          "writing_results": Text("writing_results")}
+          "writing_results": Text("writing_results"), "validation_stages": Text("validation_stages")}
 
 # Qualification: a sheet's outcome and each criterion's status.
 OUTCOMES = {"selected": Text("selected"), "to confirm": Text("to confirm"), "excluded": Text("excluded"),
