@@ -194,3 +194,12 @@ def test_a_catalog_file_with_a_byte_order_mark_is_read_as_its_rows(tmp_path):
     assert shipped.snapshot()["rows"][0] == {"gpu": "b200", "gpu_name": "B200", "cards_per_lot": 2,
                                              "memory_per_card_gb": None, "days": 7, "price_per_lot": "2071.00",
                                              "currency": "USD"}
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n", "\n"])
+def test_a_catalog_saved_with_any_line_ending_is_read_row_by_row(end):
+    """A spreadsheet's "CSV (Macintosh)" ends lines with a lone carriage return: still one row a line, no csv error."""
+    text = (HEADER + "v1,x,X,1,24,3,10.00,USD\nv1,x,X,1,24,7,20.00,USD\n").replace("\n", end)
+    catalog = prices.parse_catalog(text, "ends.csv")
+    assert [(p.days, str(p.price_per_lot), p.line) for p in catalog.listed("x")] == [(3, "10.00", 2), (7, "20.00", 3)]
+    assert catalog.gpus == {"x": prices.Gpu("x", "X", 1, Decimal("24"))}
