@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import hashlib
 import json
 import os
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,16 +17,17 @@ from iteralab.run.corpus import Corpus, load_corpus, token_counts
 from iteralab.run.machine import code_version, machine_facts, model_files
 from iteralab.run.metrics import check_format, check_ids, evaluate
 from iteralab.run.model_check import check_classifier
+from iteralab.run.predictions import read_predictions, write_predictions
 from iteralab.run.rental import check_machine, find_rental, rental_link
 from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
 from iteralab.run.signals import Signals
-from iteralab.run.stages import SKIPPED, STAGE_PHASE, failure_message
-from iteralab.run.stages import validate as validate_stages
+from iteralab.run.stages import SKIPPED, STAGE_PHASE, StageFailed, failure_message, validate_all
 from iteralab.run.summary import Progress, plan_data
 from iteralab.run.trial import (
     Inference,
     Interrupted,
     PhaseClock,
+    describe,
     gpu_memory_context,
     load_model,
     out_of_memory_errors,
@@ -188,13 +186,8 @@ def _reference_from_records(prepared: Prepared, runs_dir: Path) -> dict | None:
         if record["kind"] == "trial" and record["variant"] == name and record["status"] == "ok" and record["predictions"]:
             path = runs_dir / record["predictions"]["path"]
             if path.is_file():
-                return {"variant": name, "trial_id": record["record_id"], "predictions": _read_predictions(path)}
+                return {"variant": name, "trial_id": record["record_id"], "predictions": read_predictions(path)}
     return None
-
-
-def _read_predictions(path: Path) -> dict[str, str]:
-    with open(path, encoding="utf-8", newline="") as handle:
-        return {row["id"]: row["label"] for row in csv.DictReader(handle)}
 
 
 def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RUNS, quiet: bool = False,
@@ -214,7 +207,9 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
     state = prepared.resumption
     if state is None:
         with Signals():  # a signal during the stages stops the run before anything is written
-            prepared.stages = _validate_stages(prepared) if stages else {"ran": False, "reason": SKIPPED}
+            prepared.stages = (validate_all(campaign=campaign, entries=list(prepared.corpus.entries),
+                                            token_counts=prepared.token_counts)
+                               if stages else {"ran": False, "reason": SKIPPED})
     else:
         prepared.stages = state.manifest.get("stages")
     prepared.failed_stages = {name: found for name, found in ((prepared.stages or {}).get("variants") or {}).items()
@@ -280,16 +275,6 @@ def _manifest(prepared: Prepared) -> dict:
     return manifest
 
 
-def _validate_stages(prepared: Prepared) -> dict:
-    """Run every variant's validation stages, untimed, before the first trial."""
-    campaign = prepared.campaign
-    entries = list(prepared.corpus.entries)
-    return {"ran": True, "reason": None, "variants": {
-        variant.name: validate_stages(model_path=campaign.model_path, variant=variant, protocol=campaign.protocol,
-                                      entries=entries, token_counts=prepared.token_counts)
-        for variant in campaign.variants}}
-
-
 def _copy_corpus(prepared: Prepared, runs_dir: Path) -> None:
     target = runs_dir / prepared.corpus_copy
     if not target.exists():
@@ -325,17 +310,17 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
         with clock.phase("evaluation"):
             id_check, quality, reference = _evaluate(prepared, variant, trial_id, predictions)
         with clock.phase("writing_results"):
-            prediction_file = _write_predictions(runs_dir, campaign.name, trial_id, predictions)
+            prediction_file = write_predictions(runs_dir, campaign.name, trial_id, predictions)
         if prepared.reference is None and variant.name == protocol["reference_variant"]:
             prepared.reference = reference
     except out_of_memory_errors() as exc:
-        status, error = "oom", _describe(exc)
+        status, error = "oom", describe(exc)
     except Interrupted as exc:
         status, error = "interrupted", f"received {exc.args[0]}"
     except StageFailed as exc:
         status, error, clock.current = exc.found["outcome"], failure_message(variant.name, exc.found), STAGE_PHASE
     except Exception as exc:
-        status, error = "error", _describe(exc)
+        status, error = "error", describe(exc)
     failed_phase = clock.current if status != "ok" else None
     completed = inference.completed if inference is not None and clock.current in ("measured_window", "evaluation", "writing_results") else 0
     accepted = (status == "ok" and id_check["ids_match"] and quality["format_ok"] and quality["passed"])
@@ -357,14 +342,6 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
     progress.done(status)
     signals.append(runs_dir, trial)
     return trial
-
-
-class StageFailed(Exception):
-    """The variant failed a validation stage before any timing: its trial is a failure row naming the stage."""
-
-    def __init__(self, found: dict):
-        super().__init__(found["failed_stage"])
-        self.found = found
 
 
 def _check_environment(variant, protocol: dict) -> None:
@@ -410,22 +387,3 @@ def _evaluate(prepared: Prepared, variant, trial_id: str, predictions) -> tuple[
 def _throughput(clock: PhaseClock, predictions) -> float | None:
     duration = clock.phases["measured_window"]["duration_ns"]
     return len(predictions) / (duration / 1e9) if duration else None
-
-
-def _describe(exc: BaseException) -> str:
-    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    where = f" (at {Path(frame.filename).name}:{frame.lineno})" if frame else ""
-    return f"{type(exc).__name__}: {str(exc).strip()[:500]}{where}"
-
-
-def _write_predictions(runs_dir: Path, campaign: str, trial_id: str, predictions) -> dict:
-    relative = f"{campaign}/predictions/{trial_id}.csv"
-    path = runs_dir / relative
-    with writing(path, "the predictions file"), open(path, "x", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(["id", "label", "score"])
-        writer.writerows((entry_id, label, repr(score)) for entry_id, label, score in predictions)
-        handle.flush()
-        os.fsync(handle.fileno())
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return {"path": relative, "sha256": digest, "format": "csv: id,label,score (score = softmax probability of the label)"}

@@ -7,11 +7,10 @@ stage, and the other variants go on.
 
 from __future__ import annotations
 
-import traceback
 from pathlib import Path
 
 from iteralab.core.language import Text
-from iteralab.run.trial import Inference, PhaseClock, load_model, out_of_memory_errors, release
+from iteralab.run.trial import Inference, PhaseClock, describe, load_model, out_of_memory_errors, release
 
 STAGES = ("shortest", "typical", "longest")
 STAGE_PHASE = "validation_stages"  # the failed_phase of a trial whose variant failed a stage: it never started
@@ -34,11 +33,8 @@ def pick(entries: list, token_counts: dict[str, int], batch_size: int) -> dict[s
 
 
 def _failure(exc: BaseException, phase: str | None) -> dict:
-    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    where = f" (at {Path(frame.filename).name}:{frame.lineno})" if frame else ""
     return {"outcome": "oom" if isinstance(exc, out_of_memory_errors()) else "error", "failed_phase": phase,
-            "error": f"{type(exc).__name__}: {str(exc).strip()[:500]}{where}",
-            "points_to": POINTS_TO.get(phase) if phase else None}
+            "error": describe(exc), "points_to": POINTS_TO.get(phase) if phase else None}
 
 
 def _stage(inference: Inference, variant, name: str, batch_size: int, chosen: list) -> dict:
@@ -85,6 +81,22 @@ def validate(*, model_path: Path, variant, protocol: dict, entries: list, token_
     del inference
     release(variant.device)
     return result
+
+
+def validate_all(*, campaign, entries: list, token_counts: dict[str, int]) -> dict:
+    """Run every variant's validation stages, untimed, before the first trial."""
+    return {"ran": True, "reason": None, "variants": {
+        variant.name: validate(model_path=campaign.model_path, variant=variant, protocol=campaign.protocol,
+                               entries=entries, token_counts=token_counts)
+        for variant in campaign.variants}}
+
+
+class StageFailed(Exception):
+    """The variant failed a validation stage before any timing: its trial is a failure row naming the stage."""
+
+    def __init__(self, found: dict):
+        super().__init__(found["failed_stage"])
+        self.found = found
 
 
 def failure_message(variant: str, found: dict) -> str:

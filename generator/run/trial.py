@@ -6,8 +6,10 @@ import contextlib
 import gc
 import resource
 import time
+import traceback
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from iteralab.core.language import Text
 from iteralab.run.campaign import Variant
@@ -205,6 +207,13 @@ class Inference:
                                for entry, index, score in zip(batch, indexes, scores, strict=True))
             self.completed += len(batch)
         return predictions
+
+
+def describe(exc: BaseException) -> str:
+    """Say an exception in one line: its type, message and where it was raised."""
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f" (at {Path(frame.filename).name}:{frame.lineno})" if frame else ""
+    return f"{type(exc).__name__}: {str(exc).strip()[:500]}{where}"
 
 
 def release(device: str) -> None:
