@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import shutil
@@ -188,35 +189,64 @@ def every_page_type(site) -> dict:
     return {**page_paths(site), **{f"id {name}": path for name, path in page_paths(site / "id").items()}}
 
 
+@contextlib.contextmanager
+def served(site, monkeypatch):
+    """Serve SITE as `iteralab serve` does; yield its address and the list of (path, status) it answers."""
+    import threading
+
+    from iteralab.site import serve
+
+    answered = []
+    monkeypatch.setattr(serve._Handler, "log_request",
+                        lambda handler, code="-", size="-": answered.append((handler.path, int(getattr(code, "value", code)))))
+    httpd = serve.server(out=site, port=0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", answered
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
 @pytest.mark.slow
-def test_every_page_type_fits_a_phone_screen_with_tap_targets_large_enough(site, browser):
+def test_every_page_type_fits_a_phone_screen_with_tap_targets_large_enough(site, browser, monkeypatch):
     """Regression for #48: at 390 px the pages were wider than the screen (index 751 px, decision page 515, campaign
-    page 1,084) and slid sideways; the language link was an 18 px high tap target. Every page type, both languages:
-    no wider than the screen once its charts are drawn, wide tables scrolling in their own focusable box, every link of
-    the site's menu at least 44 × 44 px (axe's target-size checks 24 × 24 for every other target), axe-core clean."""
+    page 1,084) and slid sideways; the language link was an 18 px high tap target; a browser asked the host for
+    /favicon.ico, which the site lacked (a 404 and a console error on every page). Every page type, both languages,
+    served as a host serves them: no wider than the screen once its charts are drawn, wide tables scrolling in their
+    own focusable box, every link of the site's menu at least 44 × 44 px (axe's target-size checks 24 × 24 for every
+    other target), axe-core clean, the favicon of its language's folder answered and no request of the page failing."""
+    import time
+
     widths = {}
-    for name, path in every_page_type(site).items():
-        page = browser.new_page(viewport={"width": PHONE, "height": 900})
-        errors, outside = [], []
-        page.on("console", lambda message, errors=errors: errors.append(message.text) if message.type == "error" else None)
-        page.on("pageerror", lambda error, errors=errors: errors.append(str(error)))
-        page.on("request", lambda request, outside=outside: outside.append(request.url)
-                if not request.url.startswith("file://") else None)
-        page.goto(path.as_uri(), wait_until="load")
-        assert all(marks > 0 for marks in charts_drawn(page).values()), name  # drawn: their width counts too
-        widths[name] = page.evaluate("document.documentElement.scrollWidth")
-        menu = page.evaluate("[...document.querySelectorAll('header.site a')].map(a => { const r = a.getBoundingClientRect(); "
-                             "return [a.textContent.trim(), Math.round(r.width), Math.round(r.height)]; })")
-        assert len(menu) == 4 and ["Bahasa Indonesia", "English"][name.startswith("id ")] in [text for text, _, _ in menu], menu
-        assert [target for target in menu if min(target[1:]) < 44] == [], (name, menu)
-        # A box that scrolls can be reached by keyboard and says what it holds (axe: scrollable-region-focusable).
-        boxes = page.evaluate("[...document.querySelectorAll('main *')].filter(e => e.scrollWidth > e.clientWidth + 1 && "
-                              "['auto', 'scroll'].includes(getComputedStyle(e).overflowX))"
-                              ".map(e => [e.tabIndex, e.getAttribute('role'), !!(e.getAttribute('aria-label') || e.getAttribute('aria-labelledby'))])")
-        assert all(box == [0, "region", True] for box in boxes), (name, boxes)
-        assert (errors, outside) == ([], []), name
-        assert axe_violations(page) == [], name  # after: axe asks for the stylesheet, which file:// refuses it
-        page.close()
+    with served(site, monkeypatch) as (base, answered):
+        for name, path in every_page_type(site).items():
+            page, errors, outside = watched_page(browser, width=PHONE)
+            answered.clear()
+            page.goto(f"{base}/{path.relative_to(site).as_posix()}", wait_until="load")
+            assert all(marks > 0 for marks in charts_drawn(page).values()), name  # drawn: their width counts too
+            widths[name] = page.evaluate("document.documentElement.scrollWidth")
+            menu = page.evaluate("[...document.querySelectorAll('header.site a')].map(a => { const r = a.getBoundingClientRect(); "
+                                 "return [a.textContent.trim(), Math.round(r.width), Math.round(r.height)]; })")
+            assert len(menu) == 4 and ["Bahasa Indonesia", "English"][name.startswith("id ")] in [text for text, _, _ in menu], menu
+            assert [target for target in menu if min(target[1:]) < 44] == [], (name, menu)
+            # A box that scrolls can be reached by keyboard and says what it holds (axe: scrollable-region-focusable).
+            boxes = page.evaluate("[...document.querySelectorAll('main *')].filter(e => e.scrollWidth > e.clientWidth + 1 && "
+                                  "['auto', 'scroll'].includes(getComputedStyle(e).overflowX))"
+                                  ".map(e => [e.tabIndex, e.getAttribute('role'), !!(e.getAttribute('aria-label') || e.getAttribute('aria-labelledby'))])")
+            assert all(box == [0, "region", True] for box in boxes), (name, boxes)
+            assert axe_violations(page) == [], name
+            deadline = time.monotonic() + 10  # the browser asks for the icon on its own, around the page's load
+            while not any(request.endswith("favicon.ico") for request, _ in answered) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            page.close()
+            icon = "/id/favicon.ico" if name.startswith("id ") else "/favicon.ico"
+            assert [(request, code) for request, code in answered if request.endswith("favicon.ico")] == [(icon, 200)], name
+            assert [(request, code) for request, code in answered if code != 200] == [], name
+            assert [url for url in outside if not url.startswith(base)] == [], name
+            assert errors == [], (name, errors)
     assert {name: width for name, width in widths.items() if width > PHONE} == {}, widths
 
 
@@ -236,43 +266,6 @@ def test_the_chart_libraries_load_after_the_page_so_the_answer_and_tables_paint_
         seen = page.evaluate("({atLoad: window.atLoad, libraries: [...document.scripts].filter(s => s.src.endsWith('/vega-embed.js')).length})")
         page.close()
         assert seen == {"atLoad": {"libraries": 0, "drawn": False}, "libraries": 1}, (name, seen)
-
-
-@pytest.mark.slow
-def test_every_page_has_its_favicon_from_a_server_without_an_error(site, browser, monkeypatch):
-    """Regression for #48: a browser asked the host for /favicon.ico, which the site lacked: a 404 and a console error
-    on every page. Each language's folder ships favicon.ico and every page links it: served, each page's request for it
-    is answered (the Indonesian pages' from id/), and no request of the page fails."""
-    import threading
-    import time
-
-    from iteralab.site import serve
-
-    answered = []
-    monkeypatch.setattr(serve._Handler, "log_request",
-                        lambda handler, code="-", size="-": answered.append((handler.path, int(getattr(code, "value", code)))))
-    httpd = serve.server(out=site, port=0)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        base = f"http://127.0.0.1:{httpd.server_address[1]}"
-        for name, path in every_page_type(site).items():
-            page, errors, _ = watched_page(browser, width=PHONE)
-            answered.clear()
-            page.goto(f"{base}/{path.relative_to(site).as_posix()}", wait_until="load")
-            deadline = time.monotonic() + 10  # the browser asks for the icon on its own, around the page's load
-            while not any(request.endswith("favicon.ico") for request, _ in answered) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            charts_drawn(page)
-            page.close()
-            icon = "/id/favicon.ico" if name.startswith("id ") else "/favicon.ico"
-            assert [(request, code) for request, code in answered if request.endswith("favicon.ico")] == [(icon, 200)], name
-            assert [(request, code) for request, code in answered if code != 200] == [], name
-            assert errors == [], (name, errors)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 @pytest.mark.slow
