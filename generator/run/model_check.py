@@ -71,6 +71,7 @@ def check_classifier(model_dir: Path, config: dict) -> dict:
     import transformers
     from transformers import AutoModelForSequenceClassification
 
+    transformers.utils.logging.disable_progress_bar()  # a bar per check would clutter the run's own progress
     logger = transformers.utils.logging.get_logger("transformers")
     kept, verbosity = _Kept(), transformers.logging.get_verbosity()
     logger.addHandler(kept)
