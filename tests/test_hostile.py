@@ -21,16 +21,19 @@ from tests import factory, hostile
 
 
 def test_changed_real_records_give_problems_never_tracebacks():
-    """Regression for #24: 500 changed copies of the demo's records ended in tracebacks from 11 places."""
-    tally = hostile.fuzz(folders=300, seed=24, processes=2)
-    assert tally.folders == 300
+    """Regression for #24: 500 changed copies of the demo's records ended in tracebacks from 11 places.
+
+    150 copies, not 300 as before: within the suite's time on two cores (#48), they still reach every kind of change
+    (52 the schemas accept, at this seed). tests/hostile.py runs any number from the command line."""
+    tally = hostile.fuzz(folders=150, seed=24, processes=2)
+    assert tally.folders == 150
     assert tally.crashes == {}, hostile.describe(tally, 0)
     # The generator must reach every kind of change, and changes the schemas accept, or the test proves nothing.
     assert set(tally.changes) == {"removed", "replaced", "repeated", "raw number"}
     assert tally.valid_changed >= 30, hostile.describe(tally, 0)
-    assert tally.exits[("check", 1)] >= 150  # most changes break a schema: check lists them and exits 1
+    assert tally.exits[("check", 1)] >= 75  # most changes break a schema: check lists them and exits 1
     for step in ("decide", "decide --json", "build", "bundle"):
-        assert tally.exits[(step, 0)] == 300, hostile.describe(tally, 0)  # the campaign still decides, builds and bundles
+        assert tally.exits[(step, 0)] == 150, hostile.describe(tally, 0)  # the campaign still decides, builds and bundles
 
 
 @pytest.mark.parametrize(("path", "value", "field"), [
