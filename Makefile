@@ -59,7 +59,7 @@ demo: setup
 test: setup chromium openssh $(AXE)
 	$(BIN)/ruff check generator tests
 	$(BIN)/lint-imports --no-cache
-	$(PYC) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --dist loadfile
+	$(PYC) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --dist worksteal
 
 # Mutation testing of the rule modules (not part of make test): mutmut mutates them, runs the fast tests that
 # cover each mutant, and lists the survivors (mutmut results; mutmut show NAME). Settings: [tool.mutmut] in pyproject.toml.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 import zipfile
 from importlib import resources
@@ -24,12 +25,23 @@ def rezip(source, target, change):
                 new.writestr(info, data)
 
 
+@pytest.fixture(scope="module")
+def measured_once(tiny_model, tmp_path_factory):
+    """Run the tiny campaign once for the module: each test gets its own copy of the runs folder (2.4 s a run)."""
+    from iteralab.run.runner import run_campaign
+    from tests.tiny import corpus_rows, write_campaign, write_corpus
+
+    folder = tmp_path_factory.mktemp("measured")
+    corpus = write_corpus(folder / "corpus.jsonl", corpus_rows())
+    campaign = write_campaign(folder, tiny_model, corpus, repetitions=2, batch_sizes=(1, 4))
+    result = run_campaign(campaign_file=campaign, runs_dir=folder / "runs", quiet=True)
+    assert not result.interrupted and all(trial["status"] == "ok" for trial in result.trials)
+    return folder / "runs"
+
+
 @pytest.fixture
-def measured(tiny_campaign, tmp_path, cli):
-    runs = tmp_path / "runs"
-    code, _, err = cli("run", tiny_campaign(repetitions=2, batch_sizes=(1, 4)), "--runs", runs, "--quiet")
-    assert code == 0, err
-    return runs
+def measured(measured_once, tmp_path):
+    return shutil.copytree(measured_once, tmp_path / "runs")
 
 
 @pytest.mark.slow
