@@ -22,11 +22,10 @@ setup: $(VENV)/.installed
 # uv installs the same packages in seconds (30 s against 70 s for pip here); pip is the fallback. uv does not read
 # pip's settings, so a find-links folder set for pip (PIP_FIND_LINKS: where this machine keeps its CPU torch) is passed on.
 UV_ENV = $(if $(PIP_FIND_LINKS),UV_FIND_LINKS="$(PIP_FIND_LINKS)")
-# Bytecode: where PYTHONDONTWRITEBYTECODE=1 is set (as on CI here) nothing was ever compiled, and every process importing
-# torch paid more (suite 144 s against 97 s). Compiling all of site-packages at install took 18 s of a 30 s setup; the
-# demo and the tests instead write the bytecode of what they import, once (PYTHONDONTWRITEBYTECODE= below): the first
-# import of torch and transformers takes 13.6 s instead of 6.4, every later one 5.0 s.
-PYC = PYTHONDONTWRITEBYTECODE=
+# --compile-bytecode: pip compiles at install, uv does not, and where PYTHONDONTWRITEBYTECODE=1 is set (as on CI
+# here) nothing is ever compiled, so every process importing torch paid 3 s more (suite 144 s against 97 s). Writing the
+# bytecode lazily instead (18 s less setup) broke the suite: tests that cap a subprocess's file size (RLIMIT_FSIZE, the
+# full-disk tests) left truncated .pyc files that later imports failed on ("marshal data too short").
 LOG = $(VENV)/setup.log
 
 $(VENV)/.installed: pyproject.toml Makefile
@@ -34,7 +33,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	@$(PYTHON) -m venv $(VENV)
 	@echo "setup [2/3] installing iteralab, $(TORCH_PIN) and the test tools (details in $(LOG))"
 	@if $(BIN)/python -m pip install --quiet --disable-pip-version-check uv > $(LOG) 2>&1 && \
-	    $(UV_ENV) $(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[test]" $(TORCH_PIN) >> $(LOG) 2>&1; then :; else \
+	    $(UV_ENV) $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ".[test]" $(TORCH_PIN) >> $(LOG) 2>&1; then :; else \
 	    echo "  uv was not usable; installing with pip (slower)"; \
 	    $(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test]" $(TORCH_PIN) >> $(LOG) 2>&1 \
 	    || { cat $(LOG); exit 1; }; fi
@@ -54,12 +53,12 @@ $(AXE):
 	npm install --silent --no-save --no-audit --no-fund --prefix tests/.axe $(AXE_PIN) >/dev/null
 
 demo: setup
-	$(PYC) HF_HUB_OFFLINE=1 $(BIN)/iteralab demo
+	HF_HUB_OFFLINE=1 $(BIN)/iteralab demo
 
 test: setup chromium openssh $(AXE)
 	$(BIN)/ruff check generator tests
 	$(BIN)/lint-imports --no-cache
-	$(PYC) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --dist worksteal
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --dist worksteal
 
 # Mutation testing of the rule modules (not part of make test): mutmut mutates them, runs the fast tests that
 # cover each mutant, and lists the survivors (mutmut results; mutmut show NAME). Settings: [tool.mutmut] in pyproject.toml.
