@@ -206,10 +206,10 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
     _copy_corpus(prepared, runs_dir)
     state = prepared.resumption
     if state is None:
-        with Signals():  # a signal during the stages stops the run before anything is written
-            prepared.stages = (validate_all(campaign=campaign, entries=list(prepared.corpus.entries),
-                                            token_counts=prepared.token_counts)
-                               if stages else {"ran": False, "reason": SKIPPED})
+        # Nothing is written yet: Ctrl-C here is the CLI's plain KeyboardInterrupt, not a recorded interruption.
+        prepared.stages = (validate_all(campaign=campaign, entries=list(prepared.corpus.entries),
+                                        token_counts=prepared.token_counts)
+                           if stages else {"ran": False, "reason": SKIPPED})
     else:
         prepared.stages = state.manifest.get("stages")
     prepared.failed_stages = {name: found for name, found in ((prepared.stages or {}).get("variants") or {}).items()
