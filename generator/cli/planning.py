@@ -45,11 +45,11 @@ def schedule_command(start, end, tz, gpu, lots, catalog, as_json):
 @click.command()
 @click.option("--params", help="parameter count, e.g. 7e9 (or read from --model)")
 @click.option("--model", type=FOLDER, metavar="DIR",
-              help="local model folder: parameters from safetensors headers, architecture from config.json")
+              help="local model folder: parameters from safetensors headers, attention shape from config.json")
 @click.option("--bits", type=click.IntRange(min=1), default=16, help="bits per weight (default 16)")
 @click.option("--reserve-gib", default="0", metavar="GIB", help="reserve you choose for activations, workspace, fragmentation (GiB)")
 @click.option("--table", is_flag=True, help="show the 32, 16, 8 and 4 bit rows with the same reserve")
-@click.option("--kv", is_flag=True, help="add the KV cache as its own line")
+@click.option("--kv", is_flag=True, help="add a decoder's KV cache as its own line (an encoder keeps none)")
 @click.option("--tokens", type=click.IntRange(min=1), help="tokens per sequence for --kv")
 @click.option("--sequences", type=click.IntRange(min=1), help="sequences held at once for --kv")
 @click.option("--kv-bits", type=click.IntRange(min=1), default=16, help="bits per cached value (default 16)")

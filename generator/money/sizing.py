@@ -52,15 +52,83 @@ def kv_cache_bytes(*, layers: int, kv_heads: int, head_dim: int, tokens: int, se
     return Decimal(2 * layers * kv_heads * head_dim * tokens * sequences) * Decimal(bits) / Decimal(8)
 
 
+# Model types that are encoders only: they attend over the whole input at once and keep no KV cache.
+ENCODER_TYPES = frozenset({
+    "albert", "bert", "big_bird", "camembert", "canine", "convbert", "data2vec-text", "deberta", "deberta-v2", "distilbert",
+    "electra", "ernie", "esm", "flaubert", "funnel", "ibert", "layoutlm", "layoutlmv2", "layoutlmv3", "longformer", "luke",
+    "megatron-bert", "mobilebert", "modernbert", "mpnet", "nezha", "nomic_bert", "rembert", "roberta", "roberta-prelayernorm",
+    "roformer", "squeezebert", "xlm", "xlm-roberta", "xlm-roberta-xl", "xmod",
+})
+DECODER_ARCHITECTURES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+
+
+def _text(config: dict) -> dict:
+    """The language model's part of a config: its text_config where it nests one (vision-language models)."""
+    nested = config.get("text_config")
+    return nested if isinstance(nested, dict) and nested else config
+
+
+def is_encoder(config: dict) -> bool:
+    """True for an encoder-only model: not marked is_decoder, no generating architecture, and an encoder model_type."""
+    inner = _text(config)
+    architectures = [*(config.get("architectures") or ()), *(inner.get("architectures") or ())]
+    if inner.get("is_decoder") is True or any(str(name).endswith(DECODER_ARCHITECTURES) for name in architectures):
+        return False
+    return inner.get("model_type") in ENCODER_TYPES or config.get("model_type") in ENCODER_TYPES
+
+
+def _field(config: dict, name: str) -> int:
+    value = config.get(name)
+    if value is None:
+        raise UserError(f"the model's config.json has no {name}, needed for the KV cache shape")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise UserError(f"the model's config.json gives {name} = {value!r}; a positive whole number is needed")
+    return value
+
+
+def _per_head(config: dict, width_name: str, heads_name: str) -> int:
+    width, heads = _field(config, width_name), _field(config, heads_name)
+    if width % heads:
+        raise UserError(f"the model's config.json gives {width_name} = {width}, not a multiple of {heads_name} = {heads}")
+    return width // heads
+
+
+def kv_shape(config: dict) -> dict | None:
+    """Return {"layers", "kv_heads", "head_dim"} read from a model's config.json content, or None for an encoder (no KV cache)."""
+    if is_encoder(config):
+        return None
+    config = _text(config)
+    if config.get("model_type") == "gpt2" or ("n_layer" in config and "num_hidden_layers" not in config):
+        heads = _field(config, "n_head")  # GPT-2 names: keys and values have as many heads as queries
+        kv_heads = 1 if config.get("multi_query") else heads
+        width = "n_embd" if "n_embd" in config or "hidden_size" not in config else "hidden_size"
+        return {"layers": _field(config, "n_layer"), "kv_heads": kv_heads, "head_dim": _per_head(config, width, "n_head")}
+    layers, heads = _field(config, "num_hidden_layers"), _field(config, "num_attention_heads")
+    kv_heads = _field(config, "num_key_value_heads") if config.get("num_key_value_heads") is not None else heads
+    head_dim = (_field(config, "head_dim") if config.get("head_dim") is not None
+                else _per_head(config, "hidden_size", "num_attention_heads"))
+    return {"layers": layers, "kv_heads": kv_heads, "head_dim": head_dim}
+
+
+def context_limit(config: dict) -> int | None:
+    """The longest sequence the model's positions cover (n_positions or max_position_embeddings), when stated."""
+    config = _text(config)
+    value = config.get("n_positions", config.get("max_position_embeddings"))
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 @dataclass(frozen=True)
 class Architecture:
-    """What a local model's files say about its size and attention shape."""
+    """What a local model's files say about its size and attention shape (None where config.json does not give it)."""
 
     parameters: int
     layers: int | None
     kv_heads: int | None
     head_dim: int | None
     source: str
+    encoder: bool = False
+    shape_note: str | None = None  # why the attention shape could not be read
+    context: int | None = None
 
 
 def safetensors_parameters(model_dir: Path) -> int:
@@ -96,17 +164,26 @@ def read_architecture(model_dir: Path) -> Architecture:
     """Read the parameter count (safetensors) and attention shape (config.json) of a local model."""
     model_dir = Path(model_dir)
     config_file = model_dir / "config.json"
-    config = {}
-    if config_file.is_file():
-        try:
-            config = json.loads(config_file.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise UserError(f"{config_file}: not valid JSON") from None
-    config = config.get("text_config", config)
-    heads = config.get("num_attention_heads")
-    head_dim = config.get("head_dim") or (config["hidden_size"] // heads if heads and config.get("hidden_size") else None)
-    return Architecture(safetensors_parameters(model_dir), config.get("num_hidden_layers"),
-                        config.get("num_key_value_heads", heads), head_dim, str(model_dir))
+    if not config_file.is_file():
+        return Architecture(safetensors_parameters(model_dir), None, None, None, str(model_dir),
+                            shape_note=f"{config_file} does not exist")
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UserError(f"{config_file}: not valid JSON") from None
+    if not isinstance(config, dict):
+        raise UserError(f"{config_file}: not a JSON object")
+    shape, note, encoder = {}, None, is_encoder(config)
+    try:
+        shape = kv_shape(config) or {}
+    except UserError as error:
+        note = f"{config_file}: {error}"
+    if encoder:
+        architectures = ", ".join(map(str, config.get("architectures") or ())) or "not named"
+        note = (f"{model_dir} holds an encoder (config.json: model_type {_text(config).get('model_type')!r}, "
+                f"architectures {architectures}, not a decoder)")
+    return Architecture(safetensors_parameters(model_dir), shape.get("layers"), shape.get("kv_heads"), shape.get("head_dim"),
+                        str(model_dir), encoder=encoder, shape_note=note, context=context_limit(config))
 
 
 def card_fit(catalog: Catalog, need_bytes: Decimal) -> list[dict]:
@@ -139,14 +216,21 @@ def _reserve_bytes(text: str) -> tuple[Decimal, Decimal]:
 
 
 def _kv(options: dict, architecture: Architecture | None) -> dict:
+    if architecture and architecture.encoder:
+        raise UsageError(f"{architecture.shape_note}: an encoder reads its whole input at once and keeps no KV cache, "
+                         "so there is none to estimate; drop --kv")
     shape = {key: options.get(key) or (getattr(architecture, key) if architecture else None) for key in ("layers", "kv_heads", "head_dim")}
     missing = [f"--{key.replace('_', '-')}" for key in ("tokens", "sequences") if options.get(key) is None]
     missing += [f"--{key.replace('_', '-')}" for key, value in shape.items() if value is None]
     if missing:
-        raise UsageError(f"--kv needs {', '.join(missing)}")
+        because = f" ({architecture.shape_note})" if architecture and architecture.shape_note else ""
+        raise UsageError(f"--kv needs {', '.join(missing)}{because}")
     size = kv_cache_bytes(**shape, tokens=options["tokens"], sequences=options["sequences"], bits=options["bits"])
+    limit = architecture.context if architecture else None
     return {**shape, "tokens": options["tokens"], "sequences": options["sequences"], "bits": options["bits"],
-            "bytes": int(size), "mib": f"{size / 2**20:,.2f}", "gib": str(gib(size))}
+            "bytes": int(size), "mib": f"{size / 2**20:,.2f}", "gib": str(gib(size)), "context_limit": limit,
+            "note": (f"--tokens {options['tokens']} is beyond the model's context limit of {limit} tokens (config.json)"
+                     if limit and options["tokens"] > limit else None)}
 
 
 def estimate(*, params: str | None, model: Path | None, bits: int, reserve_gib: str, table: bool, kv: dict | None,
@@ -183,7 +267,7 @@ def describe(result: dict) -> str:
     if kv:
         lines.append(f"KV cache: 2 x {kv['layers']} layers x {kv['kv_heads']} KV heads x {kv['head_dim']} head dim x {kv['tokens']} tokens "
                      f"x {kv['sequences']} sequences x {kv['bits'] / 8:g} bytes = {kv['bytes']:,} B = {kv['mib']} MiB = {kv['gib']} GiB "
-                     "(on top of the envelope)")
+                     "(on top of the envelope)" + (f"  [{kv['note']}]" if kv["note"] else ""))
     lines.append(f"Per GPU at {result['bits']} bit{' with KV cache' if kv else ''}: {result['need_per_gpu_gib']} GiB needed "
                  "(a model is never assumed to split across cards; GB = 10^9 B, GiB = 2^30 B)")
     for card in result["cards"]:
