@@ -99,6 +99,7 @@ def test_decide_json_of_a_three_lot_plan_says_three_lots_in_every_figure(tmp_pat
     card = {"periods": 1, "currency": "USD", "single_package": None, "reason": None, "time": None, "quality": None}
     assert data == {
         "campaign": "merged", "title": "Test campaign", "catalog_version": "2026-09-24",
+        "kinds": ["classify"], "kind_of_work": "classify — label every text of a corpus with a fine-tuned classifier",
         "question": {"declared": True, "corpora": 1000, "entries": None,
                      "workload": "1000 independent corpora like the campaign's",
                      "window_start": "2026-09-28T09:00:00+07:00", "window_end": "2026-10-01T09:00:00+07:00",

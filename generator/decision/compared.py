@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from iteralab.core.language import Figure, Text, said, say
+from iteralab.decision.kinds import kind_line
 from iteralab.decision.revisions import Comparison
 from iteralab.store.questions import shown_value
 
@@ -52,6 +53,9 @@ def describe_comparison(comparison: Comparison) -> str:
                      if comparison.linked else
                      Text("{later} does not name {earlier} in [decision] asks_again: compared all the same.", later=later,
                           earlier=earlier)))
+    lines += [f"{name}: {say(kind_line(report.kinds))}" for name, report in ((earlier, comparison.earlier), (later, comparison.later))]
+    if comparison.not_comparable:
+        lines.append(say(comparison.not_comparable))
     if comparison.question:
         lines.append(say(Text("The question differs, so these are not revisions of one question: {differences}",
                               differences="; ".join(comparison.question))))
@@ -80,6 +84,8 @@ def comparison_dict(comparison: Comparison) -> dict:
                 for key, value in values.items()}
 
     return said({"earlier": comparison.earlier.campaign, "later": comparison.later.campaign, "linked": comparison.linked,
+                 "kinds": {"earlier": list(comparison.earlier.kinds), "later": list(comparison.later.kinds)},
+                 "comparable": comparison.not_comparable is None, "not_comparable": comparison.not_comparable,
                  "question_differences": comparison.question, "changes": comparison.changes,
                  "configurations": [{"configuration": pair["configuration"], "earlier": side(pair["earlier"]),
                                      "later": side(pair["later"]), "separation": pair["separation"]}

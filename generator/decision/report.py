@@ -99,6 +99,7 @@ class Report:
     points: tuple = ()  # the answer's other sentences, each a point of the list under the first (the cards to measure apart)
     paid_for: dict = field(default_factory=dict)  # rental id -> labels of the configurations it validly paid for
     unlinked: tuple = ()  # rentals that paid for no configuration: counted in the campaign's spend only
+    kinds: tuple = ()  # the kinds of work its manifests name (CampaignView.kinds): one, or several said as such
 
     def rental_story(self, rentals) -> dict:
         """Tell the one story of the money: all rentals, those paid for configurations, those linked to none."""
@@ -276,7 +277,7 @@ def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
     return Report(view.name, view.title, question, corpus_entries, catalog.version, rows, ranked, infeasible, to_measure,
                   problems, **answer(question, ranked, infeasible, rows, to_measure, corpus_entries),
                   exclusions=tuple(view.exclusion_table()), **_unequal(view, rows, ranked), paid_for=paid_for,
-                  unlinked=tuple(r for r in view.rentals if r["record_id"] not in paid_for))
+                  unlinked=tuple(r for r in view.rentals if r["record_id"] not in paid_for), kinds=view.kinds)
 
 
 def _sum(rentals) -> dict:

@@ -10,6 +10,7 @@ import dataclasses
 from pathlib import Path
 
 from iteralab.core.language import Text
+from iteralab.decision.kinds import not_comparable
 from iteralab.decision.report import Report, Row, decide_guarded
 from iteralab.money.catalog import Catalog, load_catalog
 from iteralab.store.listing import campaign_view_of
@@ -30,8 +31,9 @@ class Comparison:
     pairs: list[dict]  # per configuration present in both: each side's figures and the separation between them
     only_earlier: list[str]
     only_later: list[str]
-    answer_changed: bool | None  # None: neither has an answer to compare
+    answer_changed: bool | None  # None: neither has an answer to compare, or the two do different kinds of work
     answer: Text
+    not_comparable: Text | None = None  # why the two answers cannot be set against each other: their kinds of work differ
 
 
 def _key(row: Row) -> tuple:
@@ -116,11 +118,13 @@ def compare(earlier: CampaignView, later: CampaignView, catalog: Catalog) -> Com
               "later": _side(new_rows[key]),
               "separation": separate(_named(old_rows[key], earlier.name), _named(new_rows[key], later.name))["text"]}
              for key in old_rows if key in new_rows]
-    changed, said = _answer(old_report, new_report)
+    different = not_comparable(earlier.name, earlier.kinds, later.name, later.kinds)
+    changed, said = ((None, Text("The answers are not compared: the two campaigns do different kinds of work."))
+                     if different else _answer(old_report, new_report))
     return Comparison(old_report, new_report, asked_again(new_manifest) == earlier.name, changes(old_manifest, new_manifest),
                       question_differences(old_manifest, new_manifest), pairs,
                       [old_rows[key].label for key in old_rows if key not in new_rows],
-                      [new_rows[key].label for key in new_rows if key not in old_rows], changed, said)
+                      [new_rows[key].label for key in new_rows if key not in old_rows], changed, said, different)
 
 
 def compare_campaigns(*, earlier: str, later: str, runs: Path | str, catalog: Path | str | None = None) -> Comparison:

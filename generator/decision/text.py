@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from iteralab.core.language import Figure, Joined, Text, said, say
 from iteralab.decision.answer import measure_price
+from iteralab.decision.kinds import kind_line, kind_of_work
 from iteralab.decision.plan import span_range
 from iteralab.decision.report import Report, Row
 from iteralab.money.catalog import money
@@ -44,7 +45,9 @@ def _on_lots(row: Row) -> Text:
 def figures_digest(report: Report) -> str:
     """Return 16 hex digits of the sha256 of every figure of REPORT, said in English: what a decision note is signed
     against, so a note whose figures an exclusion, a void or a new run changed is named as stale."""
-    data = json.dumps(said(report_dict(report), "en"), sort_keys=True, ensure_ascii=False, default=str)
+    # The kind of work is the campaign's, not a figure: notes signed before the report named it stay current.
+    figures = {key: value for key, value in report_dict(report).items() if key not in ("kinds", "kind_of_work")}
+    data = json.dumps(said(figures, "en"), sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
 
 
@@ -69,8 +72,7 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
             "median_s": row.summary.median, "min_s": row.summary.minimum, "max_s": row.summary.maximum,
             "gpu_peak_reserved_bytes": reserved, "gpu_peak_reserved_reason": reserved_reason,
             "card_capacity_bytes": row.capacity_bytes, "card_capacity_reason": row.capacity_reason,
-            "lots": row.lots, "projected_hours": hours,
-            "projection_reason": None if hours else "no successful trial to project from",
+            "lots": row.lots, "projected_hours": hours, "projection_reason": None if hours else "no successful trial to project from",
             "planned": plan_dict(row.plan),
             "planned_reason": row.plan_reason, **_observed_and_other(row),
             "feasible": row.feasible, "conditions_failed": list(row.conditions),
@@ -78,6 +80,7 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
 
     return {
         "campaign": report.campaign, "title": report.title, "catalog_version": report.catalog_version,
+        "kinds": list(report.kinds), "kind_of_work": kind_of_work(report.kinds),
         "question": {"declared": question.declared, "corpora": question.corpora, "entries": question.entries,
                      "workload": question.workload(report.corpus_entries),
                      "window_start": question.window_start, "window_end": question.window_end, "time_zone": question.time_zone,
@@ -165,7 +168,7 @@ def describe_report(report: Report) -> str:
     """
     question = report.question
     lines = [_("Decision report for {campaign} (catalog {catalog})", campaign=report.campaign, catalog=report.catalog_version),
-             "", say(report.answer), "", _question(report)]
+             "", say(report.answer), "", say(kind_line(report.kinds)), _question(report)]
     if question.declared and question.missing:
         lines.append(_("Not stated: {missing}", missing=Joined("; ", question.missing)))
     lines += ["", _("Feasible, cheapest planned spend first (projection for the workload; planned and observed money apart):")]

@@ -155,16 +155,19 @@ def _index_html(view: CampaignView, files: dict[str, bytes], report, digests: di
 
 
 def bag_files(name: str, data: dict[str, bytes], bagging_date: str, digests: dict[str, str] | None = None, *,
-              group: str | None = None) -> dict[str, bytes]:
+              group: str | None = None, kinds: tuple = ()) -> dict[str, bytes]:
     """Lay out a BagIt 1.0 bag: payload under data/, sha256 manifests, bag-info with Payload-Oxum.
 
     NAME: the bag's External-Identifier; GROUP: its Bag-Group-Identifier, the set of bags it belongs to (RFC 8493
-    2.2.2). DIGESTS: the sha256 of payload files already hashed, by their path inside data/.
+    2.2.2). DIGESTS: the sha256 of payload files already hashed, by their path inside data/. KINDS: the campaign's kinds
+    of work (CampaignView.kinds), each a Kind-Of-Work line of bag-info (a label of its own, which RFC 8493 2.2.2 allows;
+    several only where the manifests disagree).
     """
     known = digests or {}
     bag = {f"data/{path}": content for path, content in data.items()}
     manifest = "".join(f"{known.get(path) or hashlib.sha256(data[path]).hexdigest()}  data/{path}\n" for path in sorted(data))
     grouped = f"Bag-Group-Identifier: {group}\n" if group else ""
+    grouped += "".join(f"Kind-Of-Work: {bag_name(kind)}\n" for kind in kinds)  # a record's line break breaks no line
     info = (f"Bag-Software-Agent: iteralab\nBagging-Date: {bagging_date}\n{grouped}External-Identifier: {name}\n"
             f"Payload-Oxum: {sum(len(c) for c in bag.values())}.{len(bag)}\n")
     tags = {"bagit.txt": b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n",
@@ -234,7 +237,7 @@ def campaign_bundle(view: CampaignView, *, runs: Path, notes: Path | None = None
                     table_csv=table_csv, report=report, digests=digests, charts=charts, revision=revision)
     # The same campaign's bag in each language of the site differs (its pages, chart specs, decision.txt): each has
     # an identifier of its own naming its language, and both name the campaign's evidence as their group (#48).
-    bag = bag_files(identifier(view.name), files, bagging_date, digests, group=top)
+    bag = bag_files(identifier(view.name), files, bagging_date, digests, group=top, kinds=view.kinds)
     if signer is not None:
         bag.update(signing.signature_files(bag["tagmanifest-sha256.txt"], signer))
     return zip_bytes(top, bag)

@@ -19,7 +19,7 @@ import numpy as np
 from iteralab.store.reading import RecordTable
 from iteralab.store.views import CampaignView, problems_by_campaign
 
-STATE_FORMAT = 3  # of the build state file; a state of another format is ignored (every campaign is rendered again)
+STATE_FORMAT = 4  # of the build state file; a state of another format is ignored (every campaign is rendered again)
 
 
 def groups(table: RecordTable) -> dict[str, np.ndarray]:
@@ -118,7 +118,7 @@ def summary(view: CampaignView, sizing: list[dict], figures: str | None = None, 
     """
     corpus = view.corpus
     ran = bool(view.manifests or view.trials)
-    return {"name": view.name, "title": view.title,
+    return {"name": view.name, "title": view.title, "kinds": list(view.kinds),
             "corpus": {key: corpus.get(key) for key in ("source_name", "path", "entries", "split", "fingerprint")} if corpus else None,
             "first_at": view.first_at if ran else None, "last_at": view.last_at if ran else None,
             "trials_ok": sum(trial["status"] == "ok" for trial in view.trials), "trials_failed": len(view.failures),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from markupsafe import Markup, escape
 
 from iteralab.core import language
+from iteralab.decision.kinds import kind_of_work
 from iteralab.site.render import fill, fmt, moment, shown
 
 
@@ -38,7 +39,8 @@ def index_rows(campaigns: list[dict], notes: list, answers: dict, failed: dict, 
         decisions = "; ".join(f'<a href="notes/{escape(note.slug)}.html">{shown(note.meta["decision"], code)}</a>'
                               for note in by_campaign.get(campaign["name"], ())) or w["no_note"]
         rows.append(f'  <tr>\n    <th scope="row"><a href="campaigns/{name}/index.html">{escape(campaign["title"])}</a><br>'
-                    f"<small>{name}</small></th>\n    <td>{corpus_cell}</td>\n    <td>{first}</td>\n    <td>{last}</td>\n"
+                    f"<small>{name}</small></th>\n    <td>{shown(kind_of_work(campaign['kinds']), code)}</td>\n"
+                    f"    <td>{corpus_cell}</td>\n    <td>{first}</td>\n    <td>{last}</td>\n"
                     f'    <td class="num">{shown(campaign["trials_ok"], code)}</td>\n'
                     f'    <td class="num">{shown(campaign["trials_failed"], code)}</td>\n'
                     f"{answer}    <td>{decisions}</td>\n  </tr>\n")

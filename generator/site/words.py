@@ -9,7 +9,8 @@ from functools import cache
 
 from markupsafe import Markup, escape
 
-from iteralab.core.language import Text
+from iteralab.core.language import Text, say
+from iteralab.decision.kinds import kind_line, kind_of_work
 
 STATUSES = {"ok": Text("ok"), "oom": Text("oom"), "error": Text("error"), "interrupted": Text("interrupted")}
 
@@ -48,9 +49,22 @@ def _lookup(table: dict, code: str, unknown=lambda value: value):
     return word
 
 
+def _work(code: str) -> dict:
+    """Return the template functions that say a campaign's kind of work (its manifests' kinds) in the language CODE: the
+    kind alone for a table cell ('kinds_word'), or the page's line 'Kind of work: ...' ('kind_line')."""
+    # The words are decision.kinds.WORK's, one message per kind (decide and compare say them too); no template branches
+    # on a kind, and one this version has no words for is shown by its code.
+    def work(kinds) -> Markup:
+        return Markup(escape(say(kind_of_work(kinds), code)))
+
+    def line(kinds) -> Markup:
+        return Markup(escape(kind_line(kinds).say(code)))
+    return {"kinds_word": work, "kind_line": line}
+
+
 @cache
 def said(code: str) -> dict:
     """Return the template functions that give these words in the language CODE."""
     return {"status_word": _lookup(STATUSES, code), "phase_word": _lookup(PHASES, code), "outcome_word": _lookup(OUTCOMES, code),
             "criterion_word": _lookup(CRITERIA, code, lambda name: str(name).replace("_", " ")),
-            "column_word": _lookup(COLUMNS, code), "kind_word": _lookup(KINDS, code)}
+            "column_word": _lookup(COLUMNS, code), "kind_word": _lookup(KINDS, code), **_work(code)}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.store import reading, records
-from iteralab.store.views import CampaignView, campaign_views
+from iteralab.store.views import CampaignView, campaign_views, kind_of
 
 
 def campaign_names(runs_dir: Path | str) -> list[str]:
@@ -49,6 +49,7 @@ def run_rows(view: CampaignView) -> list[dict]:
         gpus = [gpu.get("name") for gpu in environment.get("gpus") or []]
         rows.append({
             "run_id": manifest["run_id"], "started_at": manifest["created_at"], "hostname": environment.get("hostname"),
+            "kind": kind_of(manifest),  # of work: the campaign's, read as classify where the manifest predates kinds
             "hardware": f"{len(gpus)}× {gpus[0]}" if gpus else f"CPU {(environment.get('cpu') or {}).get('model')}",
             "planned": len(manifest["plan"]), "recorded": len(trials), "statuses": statuses,
             # An interrupted repetition is left to run again (run --resume), so it does not complete its run.
@@ -81,6 +82,7 @@ def describe_runs(view: CampaignView, rows: list[dict]) -> str:
     for row in rows:
         statuses = ", ".join(f"{count} {status}" for status, count in sorted(row["statuses"].items())) or "none"
         line = (f"{row['run_id']}: started {records.shown_time(row['started_at'])} on {row['hostname'] or 'an unnamed host'}, {row['hardware']}; "
+                f"kind of work {row['kind']}; "
                 f"{row['recorded']} of {row['planned']} planned trials recorded ({statuses})")
         if not row["complete"]:
             line += "; unfinished: iteralab run CAMPAIGN.toml --resume continues it"

@@ -13,12 +13,14 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.store.listing import campaign_view_of
+from iteralab.store.views import kind_of
 
 # What a revision may change, in the order compare lists it: the model, the software, the machine, the protocol's other
 # keys and the variants' settings. The question (QUESTION below) is refused instead.
 # Not settings: what a run is or measured. The validation stages are outcomes (peaks, what failed), not what changed.
+# The kind of work is the question's (a manifest written before it existed classifies), never a change besides it.
 _EPHEMERAL = {"created_at", "record_id", "run_id", "kind", "schema_version", "plan", "campaign", "title", "corpus",
-              "protocol_fingerprint", "stages"}
+              "protocol_fingerprint", "stages", "workload"}
 
 
 def question_of(manifest: dict) -> dict:
@@ -26,7 +28,8 @@ def question_of(manifest: dict) -> dict:
     protocol = manifest.get("protocol") or {}
     decision = {key: value for key, value in (protocol.get("decision") or {}).items() if key != "asks_again"}
     corpus = manifest.get("corpus") or {}
-    found = {f"decision.{key}": value for key, value in sorted(decision.items())}
+    found = {"kind of work": kind_of(manifest)}  # a generate campaign and a classify one answer different questions
+    found.update({f"decision.{key}": value for key, value in sorted(decision.items())})
     found.update({f"thresholds.{key}": value for key, value in sorted((protocol.get("thresholds") or {}).items())})
     found["min_agreement"] = protocol.get("min_agreement")
     found["corpus fingerprint"] = corpus.get("fingerprint")
@@ -105,6 +108,6 @@ def check_revision(*, question: dict, campaign: str, runs: Path | str, source) -
     if differences:
         raise UserError(f"{source}: [decision] asks_again = {asks_again!r}, but the question differs from {asks_again}'s "
                         f"({'; '.join(differences)}). A revision may change only the model or the software; a changed "
-                        "question (workload, window, thresholds, tolerance, corpus or split) is a new campaign: remove "
+                        "question (kind of work, workload, window, thresholds, tolerance, corpus or split) is a new campaign: remove "
                         "asks_again, or restore the question; nothing was run")
     return last

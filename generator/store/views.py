@@ -18,6 +18,12 @@ from iteralab.store.records import VOIDABLE
 from iteralab.store.separation import separate
 
 CONFIG_FIELDS = ("batch_size", "precision", "quantization", "compile", "attention", "length_sorted", "device")
+DEFAULT_KIND = "classify"  # the kind of work of a manifest written before [workload] existed
+
+
+def kind_of(manifest: dict) -> str:
+    """Return the kind of work a manifest names ([workload] kind); one written without it classifies."""
+    return (manifest.get("workload") or {}).get("kind") or DEFAULT_KIND
 
 
 def window_figures(seconds) -> tuple[float | None, float | None, float | None]:
@@ -69,21 +75,12 @@ class VariantSummary:
         return [(t["record_id"], t["phases"]["measured_window"]["duration_ns"] / 1e9, t["record_id"] in self.excluded)
                 for t in self.trials if t["status"] == "ok"]
 
-    @property
-    def seconds(self) -> list[float]:
-        return [value for _, value in self.durations]
+    seconds = property(lambda self: [value for _, value in self.durations])
 
-    @property
-    def median(self) -> float | None:
-        return window_figures(self.seconds)[1]
-
-    @property
-    def minimum(self) -> float | None:
-        return window_figures(self.seconds)[0]
-
-    @property
-    def maximum(self) -> float | None:
-        return window_figures(self.seconds)[2]
+    # The measured window's figures over the counted successes, None where there is none.
+    minimum = property(lambda self: window_figures(self.seconds)[0])
+    median = property(lambda self: window_figures(self.seconds)[1])
+    maximum = property(lambda self: window_figures(self.seconds)[2])
 
     @property
     def throughput(self) -> float | None:
@@ -212,6 +209,11 @@ class CampaignView:
         return max(r["created_at"] for r in (*self.manifests, *self.trials, *self.rentals, *self.deliverables,
                                              *self.exclusions, *self.withdrawals, *self.expenses, *self.voids,
                                              *self.voided, *self.resumptions))
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Return the kinds of work its manifests name, first run first; several (never the runner's) are said, not picked."""
+        return tuple(dict.fromkeys(kind_of(manifest) for manifest in self.manifests))
 
     @property
     def corpus(self) -> dict | None:
