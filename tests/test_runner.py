@@ -13,9 +13,10 @@ import time
 import pytest
 
 from iteralab.core.files import sha256_file
-from iteralab.run import runner, trial
+from iteralab.run import runner
 from iteralab.run.campaign import rotation
 from iteralab.run.metrics import check_ids
+from iteralab.run.workloads import classify
 from iteralab.store import reading
 from tests.conftest import run_module
 
@@ -166,9 +167,11 @@ def failing_on_third_trial(real_load, calls, make_error):
 @pytest.mark.slow
 def test_an_ordinary_exception_is_an_error_row_and_the_campaign_goes_on(tiny_campaign, tmp_path, monkeypatch):
     """Regression for #13: the status "error" path had no test."""
-    monkeypatch.setattr(runner, "load_model", failing_on_third_trial(trial.load_model, {"trial": 0},
+    monkeypatch.setattr(classify, "load_model", failing_on_third_trial(classify.load_model, {"trial": 0},
                                                                      lambda: ValueError("bad tensor shape (injected)")))
-    result = runner.run_campaign(campaign_file=tiny_campaign(repetitions=2), runs_dir=tmp_path / "runs", quiet=True)
+    # Without stages: they load the model too, and the count of loads picks the trial that fails.
+    result = runner.run_campaign(campaign_file=tiny_campaign(repetitions=2), runs_dir=tmp_path / "runs", quiet=True,
+                                 stages=False)
     failed = result.trials[2]
     assert (failed["variant"], failed["status"], failed["failed_phase"]) == ("b8", "error", "measured_window")
     assert failed["entries_completed"] == 16 and failed["entries_expected"] == 24
@@ -182,12 +185,13 @@ def test_out_of_memory_at_the_kth_batch_is_recorded_and_the_next_trial_runs(tiny
     """Injected into the model's forward (a dependency), not into the runner under test."""
     import torch
 
-    real_load = trial.load_model
+    real_load = classify.load_model
     calls = {"trial": 0}
 
-    monkeypatch.setattr(runner, "load_model", failing_on_third_trial(
+    monkeypatch.setattr(classify, "load_model", failing_on_third_trial(
         real_load, calls, lambda: torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")))
-    result = runner.run_campaign(campaign_file=tiny_campaign(repetitions=2), runs_dir=tmp_path / "runs", quiet=True)
+    result = runner.run_campaign(campaign_file=tiny_campaign(repetitions=2), runs_dir=tmp_path / "runs", quiet=True,
+                                 stages=False)
     statuses = [(t["variant"], t["status"]) for t in result.trials]
     assert statuses[2] == ("b8", "oom") and len(statuses) == 6
     failed = result.trials[2]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from iteralab.run import stages, trial
+from iteralab.run import stages
+from iteralab.run.workloads import classify
 from iteralab.store import reading
 from tests.tiny import WORDS, corpus_rows, write_campaign, write_corpus
 
@@ -70,14 +71,14 @@ def test_a_variant_whose_longest_batch_runs_out_of_memory_is_not_timed_and_the_o
     """A card's memory stands in here: a batch of 8 entries over 35 tokens raises torch's OutOfMemoryError."""
     import torch
 
-    real_forward = trial.Inference.forward
+    real_forward = classify.Work.forward
 
     def forward_on_a_small_card(self, encoded):
         if encoded["input_ids"].shape[0] >= 8 and encoded["input_ids"].shape[1] > 35:
             raise torch.OutOfMemoryError("out of memory: 8 entries of this length do not fit the card")
         return real_forward(self, encoded)
 
-    monkeypatch.setattr(trial.Inference, "forward", forward_on_a_small_card)
+    monkeypatch.setattr(classify.Work, "forward", forward_on_a_small_card)
     campaign = campaign_with_long_entries(tmp_path, tiny_model, words=40, batch_sizes=(1, 4, 8))
     code, _, err = cli("run", campaign, "--runs", tmp_path / "runs", "--quiet")
     assert code == 0, err

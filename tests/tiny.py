@@ -89,3 +89,80 @@ def write_campaign(folder: Path, model: Path, corpus: Path, *, name="tiny", repe
                                     accuracy=accuracy, min_agreement=min_agreement, variants=variants + extra_variants),
                     encoding="utf-8")
     return path
+
+
+def build_causal_lm(folder: Path, *, positions: int = 64, always_end: bool = False) -> Path:
+    """Save a 1-layer GPT-2 over the tiny vocabulary with a WordPiece tokenizer ([SEP] ends a sequence) into FOLDER.
+
+    ALWAYS_END fixes its final layer norm to one vector whose logits favour [SEP], so every output stops at once.
+    """
+    import torch
+    import transformers
+    from transformers import BertTokenizerFast, GPT2Config, GPT2LMHeadModel
+
+    transformers.utils.logging.disable_progress_bar()
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), eos_token="[SEP]", bos_token="[CLS]")
+    tokenizer.save_pretrained(folder)
+    config = GPT2Config(vocab_size=len(vocab), n_embd=16, n_layer=1, n_head=2, n_positions=positions,
+                        bos_token_id=2, eos_token_id=3, pad_token_id=0, tie_word_embeddings=not always_end)
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(config)
+    if always_end:
+        with torch.no_grad():
+            model.transformer.ln_f.weight.zero_()
+            model.transformer.ln_f.bias.fill_(1.0)
+            model.lm_head.weight.zero_()
+            model.lm_head.weight[3] = 1.0  # [SEP]: the only non-zero logit
+    model.save_pretrained(folder)
+    return folder
+
+
+GENERATION = """\
+campaign = "{name}"
+title = "Tiny generation campaign"
+
+[workload]
+kind = "generate"
+
+[corpus]
+path = "{corpus}"
+split = "final"
+
+[model]
+path = "{model}"
+
+[generation]
+prompt_template = "{{text}} ->"
+max_new_tokens = {max_new_tokens}
+
+[protocol]
+repetitions = {repetitions}
+max_length = 24
+padding = "longest"
+truncation = "truncate"
+seed = 1
+reference_variant = "b1"
+min_agreement = {min_agreement}
+
+[protocol.buckets]
+short = 8
+medium = 14
+long = "rest"
+
+[protocol.warmup]
+batches = 1
+passes = 1
+{variants}"""
+
+
+def write_generation_campaign(folder: Path, model: Path, corpus: Path, *, name="tiny-generate", repetitions=2,
+                              batch_sizes=(1, 4), max_new_tokens=4, min_agreement=0.0, extra="") -> Path:
+    variants = "".join(f'\n[[variants]]\nname = "b{size}"\nseries = "batch"\nbatch_size = {size}\n' for size in batch_sizes)
+    path = folder / f"{name}.toml"
+    path.write_text(GENERATION.format(name=name, corpus=corpus.as_posix(), model=model.as_posix(), repetitions=repetitions,
+                                      max_new_tokens=max_new_tokens, min_agreement=min_agreement,
+                                      variants=variants + extra), encoding="utf-8")
+    return path

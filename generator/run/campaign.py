@@ -15,23 +15,20 @@ from iteralab.core.errors import UserError
 from iteralab.core.language import Text
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
 from iteralab.run.tables import Invalid, Table
+from iteralab.run.workloads import PLANNED, WORKLOADS, classify
 from iteralab.store.records import NAME_PATTERN
 
-# What the measured window holds, as the protocol of every run states it (a sentence of the catalog).
-MEASURED_WINDOW = Text("read corpus, tokenize, host-to-device transfer, inference, predictions on host")
 PRECISIONS = ("fp32", "bf16", "fp16")
 QUANTIZATIONS = ("none", "dynamic-int8")
 ATTENTIONS = ("eager", "sdpa")
 PADDINGS = ("longest", "max_length")
 TRUNCATIONS = ("truncate", "refuse")
-THRESHOLD_METRICS = ("accuracy", "macro_f1")
-# The kinds of work this version measures, each with what its useful unit is; a campaign without [workload] classifies.
-WORKLOAD_KINDS = {"classify": "label every text of a corpus with a fine-tuned classifier"}
-PLANNED_KINDS = {"generate": "generating text with a causal language model",
-                 "adapt": "fine-tuning (all weights, a subset or LoRA)"}
+# What the measured window holds, as the protocol of a classification run states it (a sentence of the catalog).
+MEASURED_WINDOW = classify.MEASURED_WINDOW
 # Keys a user writes for the kind of work where the campaign file has none: each points to where it goes.
 KIND_HINTS = {"task": "the kind of work is [workload] kind", "kind": "the kind of work is [workload] kind",
-              "workload": "the kind of work is the table [workload] with its key kind"}
+              "workload": "the kind of work is the table [workload] with its key kind",
+              "generation": "[generation] belongs to a campaign whose [workload] kind = \"generate\""}
 
 
 @dataclass(frozen=True)
@@ -103,7 +100,9 @@ def load_campaign(path: Path | str) -> Campaign:
     kind = top.attempt(lambda: _workload(top), "classify")
     variants = _variants(top.get("variants", list), path, errors)
     protocol = top.attempt(lambda: _protocol(Table(top.get("protocol", dict), "protocol", path, errors),
-                                             {v.name for v in variants} if variants else None), {})
+                                             {v.name for v in variants} if variants else None, WORKLOADS[kind]), {})
+    # What only this kind declares is part of the protocol, so of its fingerprint; a classification adds nothing.
+    protocol.update(top.attempt(lambda: WORKLOADS[kind].read_settings(top), {}))
     if "decision" in data:
         # Part of the protocol, so of its fingerprint: the question cannot change after the times are seen. Left out
         # when absent, so campaigns written before [decision] existed keep their fingerprint.
@@ -124,13 +123,13 @@ def _workload(top: Table) -> str:
     table = Table(top.get("workload", dict), "workload", top.source, top.errors)
     kind = table.get("kind", str, default="classify")
     table.finish()
-    if kind in PLANNED_KINDS:
-        table.fail("kind", f"{kind!r} ({PLANNED_KINDS[kind]}) is not measured by this version of iteralab yet; the "
-                           f"kinds it measures: " + "; ".join(f"{name} ({what})" for name, what in WORKLOAD_KINDS.items()))
-    if kind not in WORKLOAD_KINDS:
-        table.fail("kind", f"{kind!r} is not a kind of work; the kinds there are: "
-                           + "; ".join(f"{name} ({what})" for name, what in WORKLOAD_KINDS.items())
-                           + " (not built yet: " + ", ".join(PLANNED_KINDS) + ")")
+    measured = "; ".join(f"{name} ({module.DESCRIPTION})" for name, module in WORKLOADS.items())
+    if kind in PLANNED:
+        table.fail("kind", f"{kind!r} ({PLANNED[kind]}) is not measured by this version of iteralab yet; the "
+                           f"kinds it measures: {measured}")
+    if kind not in WORKLOADS:
+        table.fail("kind", f"{kind!r} is not a kind of work; the kinds there are: {measured} (not built yet: "
+                           + ", ".join(PLANNED) + ")")
     return kind
 
 
@@ -150,7 +149,7 @@ def _model(top: Table, base: Path) -> tuple[Path, str | None]:
     return base / relative, revision
 
 
-def _protocol(table: Table, variant_names: set[str] | None) -> dict:
+def _protocol(table: Table, variant_names: set[str] | None, workload) -> dict:
     protocol = {
         "repetitions": table.get("repetitions", int, default=5, minimum=1),
         "max_length": table.get("max_length", int, minimum=1),
@@ -160,10 +159,10 @@ def _protocol(table: Table, variant_names: set[str] | None) -> dict:
         "deterministic": table.get("deterministic", bool, default=True),
         "reference_variant": table.get("reference_variant", str),
         "buckets": table.attempt(lambda: _buckets(table), []),
-        "thresholds": table.attempt(lambda: _thresholds(table), {}),
+        "thresholds": table.attempt(lambda: _thresholds(table, workload.THRESHOLD_METRICS), {}),
         "min_agreement": table.get("min_agreement", float, default=None),
         "warmup": table.attempt(lambda: _warmup(table), {}),
-        "measured_window": MEASURED_WINDOW,
+        "measured_window": workload.MEASURED_WINDOW,
     }
     if variant_names is not None and protocol["reference_variant"] not in variant_names:
         table.note("reference_variant", f"{protocol['reference_variant']!r} is not a declared variant")
@@ -287,13 +286,13 @@ def _buckets(table: Table) -> list[dict]:
     return buckets
 
 
-def _thresholds(table: Table) -> dict:
+def _thresholds(table: Table, metrics: tuple[str, ...]) -> dict:
     raw = table.get("thresholds", dict, default={})
     if raw is None:
         raise Invalid  # noted: not a table
     for metric, value in raw.items():
-        if metric not in THRESHOLD_METRICS:
-            table.fail(f"thresholds.{metric}", f"unknown metric; use {', '.join(THRESHOLD_METRICS)}")
+        if metric not in metrics:
+            table.fail(f"thresholds.{metric}", f"unknown metric for this kind of work; use {', '.join(metrics)}")
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
             table.fail(f"thresholds.{metric}", f"must be a number between 0 and 1, not {value!r}")
     return {metric: float(value) for metric, value in raw.items()}

@@ -86,22 +86,28 @@ def evaluate(*, predictions: list[tuple[str, str, float]], gold: dict[str, str |
         reasons["accuracy"] = reasons["macro_f1"] = Text("the corpus has no gold labels")
     if reference is None:
         reasons["agreement"] = Text("the reference variant has no successful trial to compare with")
-    verdicts = []
     limits = dict(protocol["thresholds"])
     if protocol.get("min_agreement") is not None:
         limits["agreement"] = protocol["min_agreement"]
-    for metric, threshold in sorted(limits.items()):
-        value = overall[metric]
-        verdicts.append({
-            "metric": metric, "threshold": threshold, "comparison": ">=", "value": value,
-            "passed": value is not None and value >= threshold,
-            "reason": None if value is not None else reasons.get(metric, Text("not measured")),
-        })
+    found = verdicts(overall, limits, reasons)
     return {
         "overall": overall,
         "buckets": buckets,
         "missing_reasons": reasons,
         "reference": None if reference is None else {"variant": reference["variant"], "trial_id": reference["trial_id"]},
-        "verdicts": verdicts,
-        "passed": all(verdict["passed"] for verdict in verdicts),
+        "verdicts": found,
+        "passed": all(verdict["passed"] for verdict in found),
     }
+
+
+def verdicts(overall: dict, limits: dict[str, float], reasons: dict) -> list[dict]:
+    """Give a verdict for every threshold of the protocol: the value must reach it; a missing value fails with its reason."""
+    found = []
+    for metric, threshold in sorted(limits.items()):
+        value = overall.get(metric)
+        found.append({
+            "metric": metric, "threshold": threshold, "comparison": ">=", "value": value,
+            "passed": value is not None and value >= threshold,
+            "reason": None if value is not None else reasons.get(metric, Text("not measured")),
+        })
+    return found

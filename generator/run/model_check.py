@@ -24,28 +24,23 @@ def check_tokenizer_files(model_dir: Path) -> None:
                         "save the model's tokenizer beside it (tokenizer.save_pretrained(folder))")
 
 
-def _classifier_names() -> set[str]:
-    from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
+def _names(mapping: str) -> set[str]:
+    from transformers.models.auto import modeling_auto
 
-    return set(MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES.values())
-
-
-def _causal_names() -> set[str]:
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
-    return set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
+    return set(getattr(modeling_auto, mapping).values())
 
 
-def _refuse_foreign_architecture(model_dir: Path, saved_as: list[str]) -> None:
-    if not saved_as or set(saved_as) & _classifier_names():
+def _refuse_foreign_architecture(model_dir: Path, saved_as: list[str], accepted: set[str], what: str, need: str) -> None:
+    if not saved_as or set(saved_as) & accepted:
         return
-    if set(saved_as) & _causal_names():
-        what = "a causal language model (it generates text)"
+    if set(saved_as) & _names("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"):
+        found = "a causal language model (it generates text)"
+    elif set(saved_as) & _names("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"):
+        found = "a text classifier (it labels texts)"
     else:
-        what = "a model without a sequence classification head"
-    raise UserError(f"model folder {model_dir} was saved as {', '.join(saved_as)}: {what}, not a text classifier; a "
-                    "classification campaign needs a model fine-tuned for classification (for example saved as "
-                    "...ForSequenceClassification with its id2label)")
+        found = "a model without the head this kind of work needs"
+    raise UserError(f"model folder {model_dir} was saved as {', '.join(saved_as)}: {found}, not {what}; this campaign "
+                    f"needs {need}")
 
 
 class _Kept(logging.Handler):
@@ -59,17 +54,17 @@ class _Kept(logging.Handler):
         self.messages.append(_ANSI.sub("", record.getMessage()).strip())
 
 
-def check_classifier(model_dir: Path, config: dict) -> dict:
-    """Load the classifier once and refuse it when its checkpoint lacks weights the task needs.
+def check_loads(model_dir: Path, config: dict, auto_class, accepted: set[str], what: str, need: str) -> tuple[dict, object]:
+    """Load the model once with AUTO_CLASS and refuse it when its checkpoint lacks weights the task needs.
 
-    Return what the manifest records: the architecture loaded, the checkpoint's own, the loading information and every
-    warning transformers gave while loading.
+    ACCEPTED names the architectures that do the work (WHAT; NEED says what to point [model] path at instead). Return
+    what the manifest records (the architecture loaded, the checkpoint's own, the loading information and every warning
+    transformers gave while loading) and the loaded model.
     """
     check_tokenizer_files(model_dir)
     saved_as = [str(name) for name in config.get("architectures") or []]
-    _refuse_foreign_architecture(model_dir, saved_as)
+    _refuse_foreign_architecture(model_dir, saved_as, accepted, what, need)
     import transformers
-    from transformers import AutoModelForSequenceClassification
 
     transformers.utils.logging.disable_progress_bar()  # a bar per check would clutter the run's own progress
     logger = transformers.utils.logging.get_logger("transformers")
@@ -79,10 +74,9 @@ def check_classifier(model_dir: Path, config: dict) -> dict:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            model, info = AutoModelForSequenceClassification.from_pretrained(
-                model_dir, local_files_only=True, output_loading_info=True)
+            model, info = auto_class.from_pretrained(model_dir, local_files_only=True, output_loading_info=True)
     except (OSError, ValueError, RuntimeError, KeyError) as error:
-        raise UserError(f"cannot load the classifier from {model_dir}: {str(error).splitlines()[0]}") from None
+        raise UserError(f"cannot load {what} from {model_dir}: {str(error).splitlines()[0]}") from None
     finally:
         logger.removeHandler(kept)
         transformers.logging.set_verbosity(verbosity)
@@ -93,7 +87,7 @@ def check_classifier(model_dir: Path, config: dict) -> dict:
         shown = ", ".join(untrained[:6]) + (f" and {len(untrained) - 6} more" if len(untrained) > 6 else "")
         raise UserError(f"model folder {model_dir}: the checkpoint lacks weights a {type(model).__name__} needs "
                         f"({shown or '; '.join(loading['error_msgs'])}): transformers would initialise them at random "
-                        "and every prediction would be noise; fine-tune the model for classification and save it "
-                        "whole (model.save_pretrained(folder)), then point [model] path at that folder")
-    return {"architecture": type(model).__name__, "saved_architectures": saved_as, "loading": loading,
-            "loading_warnings": [*kept.messages, *(str(warning.message) for warning in caught)]}
+                        f"and every output would be noise; this campaign needs {need}: train it and save it whole "
+                        "(model.save_pretrained(folder)), then point [model] path at that folder")
+    return ({"architecture": type(model).__name__, "saved_architectures": saved_as, "loading": loading,
+             "loading_warnings": [*kept.messages, *(str(warning.message) for warning in caught)]}, model)

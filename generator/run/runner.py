@@ -13,27 +13,19 @@ from iteralab.core.files import copy_atomically, writing
 from iteralab.core.language import Text
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, refuse_changed_protocol, rotation
-from iteralab.run.corpus import Corpus, load_corpus, token_counts
+from iteralab.run.corpus import Corpus, load_corpus
 from iteralab.run.machine import code_version, machine_facts, model_files
-from iteralab.run.metrics import check_format, check_ids, evaluate
-from iteralab.run.model_check import check_classifier
-from iteralab.run.predictions import read_predictions, write_predictions
 from iteralab.run.rental import check_machine, find_rental, rental_link
 from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
 from iteralab.run.signals import Signals
 from iteralab.run.stages import SKIPPED, STAGE_PHASE, StageFailed, failure_message, validate_all
 from iteralab.run.summary import Progress, plan_data
-from iteralab.run.trial import (
-    Inference,
-    Interrupted,
-    PhaseClock,
-    describe,
-    gpu_memory_context,
-    load_model,
-    out_of_memory_errors,
-    release,
-)
+from iteralab.run.trial import Interrupted, PhaseClock, describe, gpu_memory_context, out_of_memory_errors, release
+from iteralab.run.workloads import WORKLOADS
 from iteralab.store import questions, reading, records
+
+# Phases in which some entries were done: a trial that fails there says how many.
+AFTER_WINDOW = ("measured_window", "prefill", "decode", "evaluation", "writing_results")
 
 
 @dataclass
@@ -44,7 +36,7 @@ class Prepared:
     corpus: Corpus
     corpus_copy: str
     fingerprint: str
-    labels: list[str]
+    model: dict  # what the model check found: the architecture loaded, what loading said, the labels of a classifier
     token_counts: dict[str, int]
     bucket_of: dict[str, str]
     bucket_counts: dict[str, int]
@@ -55,9 +47,13 @@ class Prepared:
     environment: dict | None = None  # this machine, read once before any model loads
     rental: dict | None = None  # the rental the run is tied to (--rental)
     resumption: Resumption | None = None  # the run --resume continues
-    model_check: dict = field(default_factory=dict)  # the architecture loaded and what transformers said loading it
     stages: dict | None = None  # each variant's validation stages, run before any timing (or why not)
     failed_stages: dict = field(default_factory=dict)  # variant name -> its failed stage: its trials are failure rows
+
+    @property
+    def workload(self):
+        """Return the module of the campaign's kind of work."""
+        return WORKLOADS[self.campaign.kind]
 
 
 @dataclass
@@ -84,13 +80,6 @@ def _model_config(model_dir: Path) -> dict:
         raise UserError(f"{config_file}: not valid JSON ({error})") from None
 
 
-def _labels(config: dict, source: Path) -> list[str]:
-    id2label = config.get("id2label")
-    if not isinstance(id2label, dict) or not id2label:
-        raise UserError(f"{source}/config.json has no id2label: the classifier's labels must be named")
-    return [str(id2label[key]) for key in sorted(id2label, key=int)]
-
-
 def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str | None = None,
             resume: bool = False, retry: bool = True) -> Prepared:
     """Validate the campaign, corpus, model folder, machine and existing records; plan the trials.
@@ -108,17 +97,11 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
         # Before any model or tokenizer loads: a machine without the rented card is refused at once.
         rental = find_rental(runs_dir, campaign.name, rental_id)
         check_machine(rental, environment)
-    config = _model_config(campaign.model_path)
-    labels = _labels(config, campaign.model_path)
-    model_check = check_classifier(campaign.model_path, config)  # a random head or no vocabulary is refused here
+    workload, protocol = WORKLOADS[campaign.kind], campaign.protocol
+    # A random head, no vocabulary or a model of another kind of work is refused here, before any timing.
+    model = workload.check_model(campaign.model_path, _model_config(campaign.model_path), protocol)
     corpus = load_corpus(campaign.corpus_path)
-    protocol = campaign.protocol
-    unknown = sorted({entry.label for entry in corpus.entries if entry.label is not None} - set(labels))
-    if unknown:
-        raise UserError(f"{campaign.corpus_path}: gold label(s) {', '.join(unknown)} are not labels of the model ({', '.join(labels)})")
-    if protocol["thresholds"] and not corpus.labelled:
-        raise UserError(f"{campaign.source}: [protocol] thresholds on {', '.join(protocol['thresholds'])} need gold labels, "
-                        f"but {campaign.corpus_path} has entries without a label")
+    workload.check_corpus(corpus, model, campaign)
     token_counts = _token_counts(campaign, corpus)
     over = [entry.id for entry in corpus.entries if token_counts[entry.id] > protocol["max_length"]]
     if over and protocol["truncation"] == "refuse":
@@ -126,7 +109,8 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
                         f"(first: {', '.join(over[:5])}) and the protocol refuses truncation")
     bucket_of = {entry_id: _bucket(count, protocol["buckets"]) for entry_id, count in token_counts.items()}
     fingerprint = protocol_fingerprint(protocol, corpus.fingerprint)
-    questions.check_revision(question={"protocol": protocol, "corpus": {"fingerprint": corpus.fingerprint, "split": campaign.split}},
+    questions.check_revision(question={"protocol": protocol, "workload": {"kind": campaign.kind},
+                                       "corpus": {"fingerprint": corpus.fingerprint, "split": campaign.split}},
                              campaign=campaign.name, runs=runs_dir, source=campaign.source)  # before any timing (#35)
     existing = _campaign_records(runs_dir, campaign.name)
     resumption = find_resumable(campaign, existing, fingerprint, environment, retry=retry) if resume else None
@@ -138,9 +122,9 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
     plan = rotation([variant.name for variant in campaign.variants], protocol["repetitions"], protocol["reference_variant"])
     prepared = Prepared(
         campaign, corpus, f"{campaign.name}/inputs/{corpus.file_sha256[:16]}{campaign.corpus_path.suffix.lower()}",
-        fingerprint, labels, token_counts, bucket_of,
+        fingerprint, model, token_counts, bucket_of,
         {bucket["name"]: sum(1 for b in bucket_of.values() if b == bucket["name"]) for bucket in protocol["buckets"]},
-        len(over), plan, existing, environment=environment, rental=rental, resumption=resumption, model_check=model_check)
+        len(over), plan, existing, environment=environment, rental=rental, resumption=resumption)
     _check_devices(campaign)
     return prepared
 
@@ -154,7 +138,7 @@ def _token_counts(campaign: Campaign, corpus: Corpus) -> dict[str, int]:
         tokenizer = AutoTokenizer.from_pretrained(campaign.model_path, local_files_only=True)
     except (OSError, ValueError) as error:
         raise UserError(f"cannot load the tokenizer from {campaign.model_path}: {str(error).splitlines()[0]}") from None
-    return token_counts(tokenizer, corpus.entries)
+    return WORKLOADS[campaign.kind].count_tokens(tokenizer, campaign.protocol, corpus.entries)
 
 
 def _bucket(count: int, buckets: list[dict]) -> str:
@@ -186,7 +170,7 @@ def _reference_from_records(prepared: Prepared, runs_dir: Path) -> dict | None:
         if record["kind"] == "trial" and record["variant"] == name and record["status"] == "ok" and record["predictions"]:
             path = runs_dir / record["predictions"]["path"]
             if path.is_file():
-                return {"variant": name, "trial_id": record["record_id"], "predictions": read_predictions(path)}
+                return {"variant": name, "trial_id": record["record_id"], "predictions": prepared.workload.read_outputs(path)}
     return None
 
 
@@ -208,7 +192,7 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
     if state is None:
         # Nothing is written yet: Ctrl-C here is the CLI's plain KeyboardInterrupt, not a recorded interruption.
         prepared.stages = (validate_all(campaign=campaign, entries=list(prepared.corpus.entries),
-                                        token_counts=prepared.token_counts)
+                                        token_counts=prepared.token_counts, workload=prepared.workload)
                            if stages else {"ran": False, "reason": SKIPPED})
     else:
         prepared.stages = state.manifest.get("stages")
@@ -262,8 +246,7 @@ def _manifest(prepared: Prepared) -> dict:
                 "processing_order": "file order; variants with length_sorted sort by token count inside the measured window",
                 "bucket_counts": prepared.bucket_counts, "truncated_entries": prepared.truncated,
                 "source_name": campaign.corpus_path.name},
-        model={**model_files(campaign.model_path, campaign.model_revision), "labels": prepared.labels,
-               **prepared.model_check},
+        model={**model_files(campaign.model_path, campaign.model_revision), **prepared.model},
         environment=prepared.environment, code_version=code_version(),
         variants={variant.name: variant.config() for variant in campaign.variants},
         plan=plan_data(prepared)["plan"],
@@ -282,37 +265,31 @@ def _copy_corpus(prepared: Prepared, runs_dir: Path) -> None:
             copy_atomically(prepared.campaign.corpus_path, target)
 
 
+@dataclass
+class Outcome:
+    """What a trial produced before it ended, however it ended."""
+
+    work: object = None
+    outputs: list | None = None
+    figures: dict = field(default_factory=dict)
+    id_check: dict | None = None
+    quality: dict | None = None
+    output_file: dict | None = None
+
+
 def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetition: int, sequence: int,
             signals: Signals, progress, *, retry_of: str | None = None) -> dict:
     """Execute one trial and append its record, whatever happened; RETRY_OF names the interrupted trial it runs again."""
-    campaign, protocol = prepared.campaign, prepared.campaign.protocol
+    campaign, workload = prepared.campaign, prepared.workload
     trial_id = records.new_id("trial")
-    clock = PhaseClock(variant.device)
-    status, error, inference, predictions, quality, id_check, prediction_file = "ok", None, None, None, None, None, None
+    clock, got, status, error = PhaseClock(variant.device), Outcome(), "ok", None
     progress.start(f"{sequence}/{len(prepared.plan)} {variant.name} rep {repetition}", len(prepared.corpus.entries))
     try:
         # Written first: after a kill, a start without its trial record is the trial that was in flight (never dropped).
         signals.append(runs_dir, start_record(manifest, trial_id, variant.name, repetition, sequence, retry_of))
         if variant.name in prepared.failed_stages:
             raise StageFailed(prepared.failed_stages[variant.name])
-        with clock.phase("environment_check"):
-            _check_environment(variant, protocol)
-        with clock.phase("model_load"):
-            tokenizer, model = load_model(campaign.model_path, variant)
-        inference = _compiled(clock, prepared, variant, tokenizer, model)
-        with clock.phase("warmup"):
-            inference.warmup(list(prepared.corpus.entries), prepared.token_counts,
-                             protocol["warmup"]["batches"], protocol["warmup"]["passes"])
-        inference.completed = 0
-        progress.attach(inference)
-        with clock.phase("measured_window"):
-            predictions = inference.measured(runs_dir / prepared.corpus_copy)
-        with clock.phase("evaluation"):
-            id_check, quality, reference = _evaluate(prepared, variant, trial_id, predictions)
-        with clock.phase("writing_results"):
-            prediction_file = write_predictions(runs_dir, campaign.name, trial_id, predictions)
-        if prepared.reference is None and variant.name == protocol["reference_variant"]:
-            prepared.reference = reference
+        _measure(prepared, runs_dir, variant, trial_id, clock, progress, got)
     except out_of_memory_errors() as exc:
         status, error = "oom", describe(exc)
     except Interrupted as exc:
@@ -322,26 +299,52 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
     except Exception as exc:
         status, error = "error", describe(exc)
     failed_phase = clock.current if status != "ok" else None
-    completed = inference.completed if inference is not None and clock.current in ("measured_window", "evaluation", "writing_results") else 0
-    accepted = (status == "ok" and id_check["ids_match"] and quality["format_ok"] and quality["passed"])
+    completed = got.work.completed if got.work is not None and clock.current in AFTER_WINDOW else 0
+    accepted = (status == "ok" and got.id_check["ids_match"] and got.quality["format_ok"] and got.quality["passed"])
     trial = records.make_record(
         "trial", campaign=campaign.name, run_id=manifest["run_id"], protocol_fingerprint=prepared.fingerprint,
         manifest_id=manifest["record_id"], variant=variant.name, variant_config=variant.config(),
         series=variant.series, repetition=repetition, sequence=sequence, status=status, failed_phase=failed_phase,
-        error=error, entries_expected=len(prepared.corpus.entries),
-        entries_completed=completed if status != "ok" else len(predictions),
-        truncated_entries=prepared.truncated, phases=clock.finish(failed_phase),
+        error=error, entries_expected=len(prepared.corpus.entries) * workload.passes(campaign.protocol),
+        entries_completed=completed if status != "ok" else len(got.outputs),
+        truncated_entries=prepared.truncated, phases=clock.finish(failed_phase, workload.PHASES),
         gpu_event_durations=None, gpu_event_durations_reason=Text("not recorded: host timers with CUDA synchronisation are the measure"),
         memory=gpu_memory_context(variant.device, clock.host_scope),
-        predictions=prediction_file, id_check=id_check, quality=quality, corpus_accepted=bool(accepted),
-        throughput_entries_per_s=_throughput(clock, predictions) if status == "ok" else None,
+        predictions=got.output_file, id_check=got.id_check, quality=got.quality, corpus_accepted=bool(accepted),
+        throughput_entries_per_s=_throughput(clock, got.outputs) if status == "ok" else None, **got.figures,
         **({"retry_of": retry_of} if retry_of else {}))
     trial["record_id"] = trial_id
-    del inference
+    del got
     release(variant.device)
     progress.done(status)
     signals.append(runs_dir, trial)
     return trial
+
+
+def _measure(prepared: Prepared, runs_dir: Path, variant, trial_id: str, clock: PhaseClock, progress, got: Outcome) -> None:
+    """Run the trial's phases in order, filling GOT as they complete; any failure propagates to the caller."""
+    campaign, protocol, workload = prepared.campaign, prepared.campaign.protocol, prepared.workload
+    with clock.phase("environment_check"):
+        _check_environment(variant, protocol)
+    with clock.phase("model_load"):
+        tokenizer, model = workload.load_model(campaign.model_path, variant)
+    got.work = _compiled(clock, prepared, variant, tokenizer, model)
+    with clock.phase("warmup"):
+        got.work.warmup(list(prepared.corpus.entries), prepared.token_counts, protocol["warmup"]["batches"],
+                        protocol["warmup"]["passes"])
+    got.work.completed = 0
+    progress.attach(got.work)
+    with clock.phase("measured_window"):
+        got.outputs = got.work.measured(runs_dir / prepared.corpus_copy)
+    got.work.after_window(clock, got.outputs)  # phases of this kind outside the window (prefill, decode)
+    got.figures = got.work.figures(clock, got.outputs)
+    with clock.phase("evaluation"):
+        got.id_check, got.quality, reference = workload.evaluate_outputs(prepared=prepared, variant=variant,
+                                                                         trial_id=trial_id, outputs=got.outputs)
+    with clock.phase("writing_results"):
+        got.output_file = workload.write_outputs(runs_dir, campaign.name, trial_id, got.outputs)
+    if prepared.reference is None and variant.name == protocol["reference_variant"]:
+        prepared.reference = reference
 
 
 def _check_environment(variant, protocol: dict) -> None:
@@ -354,34 +357,16 @@ def _check_environment(variant, protocol: dict) -> None:
     torch.use_deterministic_algorithms(protocol["deterministic"], warn_only=True)
 
 
-def _compiled(clock: PhaseClock, prepared: Prepared, variant, tokenizer, model) -> Inference:
-    """Return the inference loop, compiled (and run once, which compiles it) in its own phase when the variant says so."""
-    protocol = prepared.campaign.protocol
+def _compiled(clock: PhaseClock, prepared: Prepared, variant, tokenizer, model):
+    """Return the unit of work, compiled (and run once, which compiles it) in its own phase when the variant says so."""
+    inference = prepared.workload.Work(tokenizer, model, variant, prepared.campaign.protocol)
     if not variant.compile:
         clock.skip("compilation", Text("torch.compile is off for this variant"))
-        return Inference(tokenizer, model, variant, protocol)
-    import torch
-
+        return inference
     with clock.phase("compilation"):
-        inference = Inference(tokenizer, torch.compile(model), variant, protocol)
+        inference.compile()
         inference.warmup(list(prepared.corpus.entries), prepared.token_counts, 1, 1)
     return inference
-
-
-def _evaluate(prepared: Prepared, variant, trial_id: str, predictions) -> tuple[dict, dict, dict | None]:
-    """Check the ids and the format, score quality against gold labels and the reference; return the reference used."""
-    protocol = prepared.campaign.protocol
-    id_check = check_ids(prepared.corpus.ids, [entry_id for entry_id, _, _ in predictions])
-    format_problems = check_format(predictions, prepared.labels)
-    reference = prepared.reference
-    if reference is None and variant.name == protocol["reference_variant"]:
-        reference = {"variant": variant.name, "trial_id": trial_id,
-                     "predictions": {entry_id: label for entry_id, label, _ in predictions}}
-    quality = evaluate(predictions=predictions, gold={e.id: e.label for e in prepared.corpus.entries},
-                       bucket_of=prepared.bucket_of, bucket_names=[b["name"] for b in protocol["buckets"]],
-                       reference=reference, protocol=protocol)
-    quality["format_ok"], quality["format_problems"] = not format_problems, format_problems
-    return id_check, quality, reference
 
 
 def _throughput(clock: PhaseClock, predictions) -> float | None:

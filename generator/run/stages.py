@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from iteralab.core.language import Text
-from iteralab.run.trial import Inference, PhaseClock, describe, load_model, out_of_memory_errors, release
+from iteralab.run.trial import PhaseClock, describe, out_of_memory_errors, release
 
 STAGES = ("shortest", "typical", "longest")
 STAGE_PHASE = "validation_stages"  # the failed_phase of a trial whose variant failed a stage: it never started
@@ -19,6 +19,8 @@ POINTS_TO = {
     "model_load": Text("the weights, their format or a temporary allocation while loading"),
     "tokenize": Text("the tokenizer or the corpus text"),
     "forward": Text("the context (tokens per entry) and the concurrency (entries per batch)"),
+    "prefill": Text("the context (tokens per entry) and the concurrency (entries per batch)"),
+    "decode": Text("the context (tokens per entry and new tokens) and the concurrency (entries per batch)"),
 }
 SKIPPED = Text("run --no-stages: the variants were timed without validation stages")
 
@@ -37,20 +39,19 @@ def _failure(exc: BaseException, phase: str | None) -> dict:
             "error": describe(exc), "points_to": POINTS_TO.get(phase) if phase else None}
 
 
-def _stage(inference: Inference, variant, name: str, batch_size: int, chosen: list) -> dict:
+def _stage(work, variant, name: str, batch_size: int, chosen: list) -> dict:
     clock = PhaseClock(variant.device)
     record = {"stage": name, "batch_size": batch_size, "entries": len(chosen), "ids": [entry.id for entry in chosen],
               "tokens_executed": None, "outcome": "ok", "failed_phase": None, "error": None, "points_to": None}
     try:
         for start in range(0, len(chosen), batch_size):
             with clock.phase("tokenize"):
-                encoded = inference.encode([entry.text for entry in chosen[start:start + batch_size]])
+                encoded = work.encode([entry.text for entry in chosen[start:start + batch_size]])
             lengths = encoded["attention_mask"].sum(dim=1).tolist()
             executed = record["tokens_executed"] or {"min": min(lengths), "max": max(lengths), "padded_to": 0}
             record["tokens_executed"] = {"min": min(executed["min"], *lengths), "max": max(executed["max"], *lengths),
                                          "padded_to": max(executed["padded_to"], int(encoded["input_ids"].shape[1]))}
-            with clock.phase("forward"):
-                inference.forward(encoded)
+            work.stage(clock, encoded)
     except Exception as exc:
         record.update(_failure(exc, clock.current))
     record["peak_memory"] = {phase: {key: value for key, value in measured.items() if key.endswith("_bytes")}
@@ -58,15 +59,15 @@ def _stage(inference: Inference, variant, name: str, batch_size: int, chosen: li
     return record
 
 
-def validate(*, model_path: Path, variant, protocol: dict, entries: list, token_counts: dict[str, int]) -> dict:
-    """Load VARIANT's model and run its three stages untimed; stop at the first that fails."""
+def validate(*, model_path: Path, variant, protocol: dict, entries: list, token_counts: dict[str, int], workload) -> dict:
+    """Load VARIANT's model for WORKLOAD and run its three stages untimed; stop at the first that fails."""
     clock = PhaseClock(variant.device)
     result = {"passed": True, "model_load": None, "stages": []}
     inference = None
     try:
         with clock.phase("model_load"):
-            tokenizer, model = load_model(model_path, variant)
-        inference = Inference(tokenizer, model, variant, protocol)
+            tokenizer, model = workload.load_model(model_path, variant)
+        inference = workload.Work(tokenizer, model, variant, protocol)
     except Exception as exc:
         result.update(passed=False, failed_stage="shortest", **_failure(exc, "model_load"))
     result["model_load"] = {key: value for key, value in clock.phases["model_load"].items() if key != "completed"}
@@ -83,11 +84,11 @@ def validate(*, model_path: Path, variant, protocol: dict, entries: list, token_
     return result
 
 
-def validate_all(*, campaign, entries: list, token_counts: dict[str, int]) -> dict:
+def validate_all(*, campaign, entries: list, token_counts: dict[str, int], workload) -> dict:
     """Run every variant's validation stages, untimed, before the first trial."""
     return {"ran": True, "reason": None, "variants": {
         variant.name: validate(model_path=campaign.model_path, variant=variant, protocol=campaign.protocol,
-                               entries=entries, token_counts=token_counts)
+                               entries=entries, token_counts=token_counts, workload=workload)
         for variant in campaign.variants}}
 
 

@@ -1,4 +1,4 @@
-"""Execute one trial: phases timed apart, memory per phase, predictions materialised on the host."""
+"""What every trial shares: phases timed apart, memory per phase, failures described, memory released."""
 
 from __future__ import annotations
 
@@ -7,13 +7,10 @@ import gc
 import resource
 import time
 import traceback
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from iteralab.core.language import Text
-from iteralab.run.campaign import Variant
-from iteralab.run.corpus import load_corpus
 from iteralab.store.trials import PHASES
 
 # Sentences the records hold in English; each is a message of the catalog, so a page can say it in another language.
@@ -111,36 +108,19 @@ class PhaseClock:
             memory["gpu_peak_reserved_bytes"] = torch.cuda.max_memory_reserved(self.device)
         return memory
 
-    def finish(self, failed_phase: str | None) -> dict:
-        """Fill in phases never reached, each with its reason."""
-        for name in PHASES:
+    def finish(self, failed_phase: str | None, order: tuple[str, ...] = PHASES) -> dict:
+        """Fill in the phases of ORDER never reached, each with its reason."""
+        for name in order:
             if name not in self.phases:
                 self.phases[name] = {"duration_ns": None, "reason": Text("not reached: the trial stopped in {failed_phase}",
                                                                                       failed_phase=failed_phase)}
-        return {name: self.phases[name] for name in PHASES}
+        return {name: self.phases[name] for name in order}
 
 
-def load_model(model_dir, variant: Variant):
-    """Load tokenizer and classifier from a local folder with the variant's precision and backends."""
+def torch_dtype(precision: str):
+    """Return the torch dtype a variant's precision names."""
     torch = _torch()
-    import transformers
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        model_dir, local_files_only=True, attn_implementation=variant.attention)
-    model.eval()
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[variant.precision]
-    model = model.to(device=variant.device, dtype=dtype)
-    if variant.quantization == "dynamic-int8":
-        with warnings.catch_warnings():
-            # torch marks eager dynamic quantization deprecated in favour of torchao, which is not a dependency
-            warnings.simplefilter("ignore", DeprecationWarning)
-            warnings.simplefilter("ignore", UserWarning)
-            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-    return tokenizer, model
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
 def gpu_memory_context(device: str, host_scope: str) -> dict:
@@ -159,54 +139,6 @@ def gpu_memory_context(device: str, host_scope: str) -> dict:
 def batches(items: list, size: int) -> list[list]:
     """Split ITEMS into consecutive batches of SIZE; only the last may be shorter."""
     return [items[start:start + size] for start in range(0, len(items), size)]
-
-
-class Inference:
-    """Run the classifier over texts the way the protocol says, counting completed entries."""
-
-    def __init__(self, tokenizer, model, variant: Variant, protocol: dict):
-        self.tokenizer, self.model, self.variant, self.protocol = tokenizer, model, variant, protocol
-        self.labels = [model.config.id2label[index] for index in range(model.config.num_labels)]
-        self.completed = 0
-
-    def encode(self, texts: list[str]):
-        padding = "max_length" if self.protocol["padding"] == "max_length" else "longest"
-        encoded = self.tokenizer(texts, padding=padding, truncation=True, max_length=self.protocol["max_length"],
-                                 return_tensors="pt")
-        return {key: value.to(self.variant.device) for key, value in encoded.items()}
-
-    def forward(self, encoded):
-        torch = _torch()
-        with torch.inference_mode():
-            probabilities = self.model(**encoded).logits.float().softmax(dim=-1)
-            scores, indexes = probabilities.max(dim=-1)
-        return indexes.cpu().tolist(), scores.cpu().tolist()
-
-    def order(self, entries: list, token_counts: dict[str, int]) -> list:
-        if not self.variant.length_sorted:
-            return entries
-        return sorted(entries, key=lambda entry: token_counts[entry.id])
-
-    def warmup(self, entries: list, token_counts: dict[str, int], batch_count: int, passes: int) -> None:
-        chosen = batches(self.order(entries, token_counts), self.variant.batch_size)[:batch_count]
-        for _ in range(passes):
-            for batch in chosen:
-                self.forward(self.encode([entry.text for entry in batch]))
-
-    def measured(self, corpus_path) -> list[tuple[str, str, float]]:
-        """Read the corpus, tokenize, transfer, infer and bring predictions to the host."""
-        entries = list(load_corpus(corpus_path).entries)
-        if self.variant.length_sorted:
-            lengths = self.tokenizer([entry.text for entry in entries], add_special_tokens=True)["input_ids"]
-            token_counts = {entry.id: len(ids) for entry, ids in zip(entries, lengths, strict=True)}
-            entries = self.order(entries, token_counts)
-        predictions = []
-        for batch in batches(entries, self.variant.batch_size):
-            indexes, scores = self.forward(self.encode([entry.text for entry in batch]))
-            predictions.extend((entry.id, self.labels[index], score)
-                               for entry, index, score in zip(batch, indexes, scores, strict=True))
-            self.completed += len(batch)
-        return predictions
 
 
 def describe(exc: BaseException) -> str:
