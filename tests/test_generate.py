@@ -209,3 +209,19 @@ def test_outputs_are_cut_after_the_first_end_of_sequence_token():
     assert work.output([7, 8, 3, 3]) == ([7, 8, 3], "eos")
     assert work.output([7, 8, 9, 10]) == ([7, 8, 9, 10], "max_new_tokens")
     assert generated.matches(" Fresh! ", "fresh", "normalised") and not generated.matches(" Fresh! ", "fresh", "exact")
+
+
+def test_a_model_folders_own_generation_config_does_not_change_the_declared_decoding(tmp_path):
+    """A repetition penalty and sampling saved with the model would change the outputs; the campaign's decoding holds."""
+    from iteralab.run.campaign import Variant
+    from iteralab.run.workloads import generate
+
+    model = build_causal_lm(tmp_path / "lm")
+    config = json.loads((model / "generation_config.json").read_text())
+    config.update(repetition_penalty=3.0, no_repeat_ngram_size=1, do_sample=True, temperature=0.5)
+    (model / "generation_config.json").write_text(json.dumps(config))
+    variant = Variant("b1", "batch", 1, "fp32", "none", False, "sdpa", False, "cpu")
+    protocol = {"padding": "longest", "max_length": 24, "generation": {
+        "prompt_template": "{text}", "padding_side": "left", "max_new_tokens": 4, "kv_cache": True, "sampling": None}}
+    work = generate.Work(*generate.load_model(model, variant), variant, protocol)
+    assert (work.config.repetition_penalty, work.config.no_repeat_ngram_size, work.config.do_sample) == (1.0, 0, False)

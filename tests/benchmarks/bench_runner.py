@@ -1,8 +1,11 @@
-"""Runner overhead: the runner's measured window against a bare tokenize + forward + argmax loop.
+"""Runner overhead: each kind's measured window against the same work written as a bare loop, in one process.
 
-Run: HF_HUB_OFFLINE=1 .venv/bin/python -m tests.benchmarks.bench_runner [--entries 300] [--rounds 5]
-Both read the same corpus file, use the same model and batch size, alternate round by round in one
-process, and the ratio of medians is printed (target: at most 1.02).
+Run: HF_HUB_OFFLINE=1 .venv/bin/python -m tests.benchmarks.bench_runner [--kind classify|generate|both] [--entries 300]
+     [--rounds 5]
+classify: the runner's window against a bare tokenize + forward + argmax loop over the packaged MiniLM classifier.
+generate: the runner's window against a bare tokenize + generate + decode loop over a small GPT-2 (2 layers, 128 wide,
+the MiniLM tokenizer) with the same greedy decoding. Both read the same corpus file, use the same model and batch size,
+alternate round by round, and the ratio of medians is printed (target: at most 1.02).
 """
 
 from __future__ import annotations
@@ -14,11 +17,17 @@ import tempfile
 import time
 from pathlib import Path
 
+MAX_NEW_TOKENS = 16
 
-def bare_loop(model, tokenizer, corpus_file: Path, batch_size: int, max_length: int) -> list:
+
+def read_rows(corpus_file: Path) -> list[dict]:
+    return [json.loads(line) for line in corpus_file.read_text(encoding="utf-8").split("\n") if line]
+
+
+def bare_classify(model, tokenizer, corpus_file: Path, batch_size: int, max_length: int) -> list:
     import torch
 
-    rows = [json.loads(line) for line in corpus_file.read_text(encoding="utf-8").splitlines()]
+    rows = read_rows(corpus_file)
     labels = []
     for start in range(0, len(rows), batch_size):
         batch = rows[start:start + batch_size]
@@ -29,13 +38,80 @@ def bare_loop(model, tokenizer, corpus_file: Path, batch_size: int, max_length: 
     return labels
 
 
+def bare_generate(model, tokenizer, corpus_file: Path, batch_size: int, max_length: int, config) -> list:
+    import torch
+
+    rows = read_rows(corpus_file)
+    texts = []
+    for start in range(0, len(rows), batch_size):
+        batch = rows[start:start + batch_size]
+        encoded = tokenizer([row["text"] for row in batch], padding="longest", truncation=True, max_length=max_length,
+                            return_tensors="pt")
+        with torch.inference_mode():
+            sequences = model.generate(**encoded, generation_config=config)
+        texts.extend(tokenizer.batch_decode(sequences[:, encoded["input_ids"].shape[1]:], skip_special_tokens=True))
+    return texts
+
+
+def small_causal_lm(tokenizer_dir: Path, folder: Path) -> Path:
+    """Save a randomly initialised 2-layer GPT-2 over the MiniLM vocabulary (the same work for both loops)."""
+    import torch
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
+    tokenizer.save_pretrained(folder)
+    config = GPT2Config(vocab_size=tokenizer.vocab_size, n_embd=128, n_layer=2, n_head=4, n_positions=128,
+                        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+                        pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    return folder
+
+
+def alternate(rounds: int, runner, bare) -> tuple[list[int], list[int]]:
+    """Time RUNNER and BARE ROUNDS times each, alternating which goes first so drift hits both alike."""
+    times = {"runner": [], "bare": []}
+    for round_index in range(rounds):
+        for which in (("runner", "bare") if round_index % 2 == 0 else ("bare", "runner")):
+            start = time.perf_counter_ns()
+            (runner if which == "runner" else bare)()
+            times[which].append(time.perf_counter_ns() - start)
+    return times["runner"], times["bare"]
+
+
+def classify_pair(base: Path, corpus_file: Path, entries, batch_size: int):
+    from iteralab.run.campaign import Variant
+    from iteralab.run.workloads import classify
+
+    variant = Variant("bench", "bench", batch_size, "fp32", "none", False, "sdpa", False, "cpu")
+    tokenizer, model = classify.load_model(base, variant)
+    work = classify.Work(tokenizer, model, variant, {"padding": "longest", "max_length": 64})
+    work.warmup(entries, {}, 3, 1)
+    return (lambda: work.measured(corpus_file)), (lambda: bare_classify(model, tokenizer, corpus_file, batch_size, 64))
+
+
+def generate_pair(base: Path, corpus_file: Path, entries, batch_size: int, folder: Path):
+    from iteralab.run.campaign import Variant
+    from iteralab.run.workloads import generate
+
+    variant = Variant("bench", "bench", batch_size, "fp32", "none", False, "sdpa", False, "cpu")
+    model_dir = small_causal_lm(base, folder / "lm")
+    tokenizer, model = generate.load_model(model_dir, variant)
+    protocol = {"padding": "longest", "max_length": 64,
+                "generation": {"prompt_template": "{text}", "padding_side": "left", "max_new_tokens": MAX_NEW_TOKENS,
+                               "kv_cache": True, "sampling": None}}
+    work = generate.Work(tokenizer, model, variant, protocol)
+    work.warmup(entries, {}, 3, 1)
+    return (lambda: work.measured(corpus_file)), (lambda: bare_generate(model, tokenizer, corpus_file, batch_size, 64,
+                                                                        work.config))
+
+
 def main() -> None:
     from iteralab.demo import locate_inputs, read_reviews
-    from iteralab.run.campaign import Variant
     from iteralab.run.corpus import write_jsonl
-    from iteralab.run.trial import Inference, load_model
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", choices=("classify", "generate", "both"), default="both")
     parser.add_argument("--entries", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=8)
@@ -45,29 +121,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         corpus_file = Path(folder) / "corpus.jsonl"
         write_jsonl(entries, corpus_file)
-        variant = Variant("bench", "bench", options.batch_size, "fp32", "none", False, "sdpa", False, "cpu")
-        tokenizer, model = load_model(base, variant)
-        protocol = {"padding": "longest", "max_length": 64}
-        inference = Inference(tokenizer, model, variant, protocol)
-        inference.warmup(entries, {}, 3, 1)
-        runner_times, bare_times = [], []
-        for round_index in range(options.rounds):
-            # Alternate which goes first so drift in machine speed hits both alike.
-            order = ("runner", "bare") if round_index % 2 == 0 else ("bare", "runner")
-            for which in order:
-                start = time.perf_counter_ns()
-                if which == "runner":
-                    inference.completed = 0
-                    inference.measured(corpus_file)
-                    runner_times.append(time.perf_counter_ns() - start)
-                else:
-                    bare_loop(model, tokenizer, corpus_file, options.batch_size, 64)
-                    bare_times.append(time.perf_counter_ns() - start)
-    runner_median, bare_median = statistics.median(runner_times), statistics.median(bare_times)
-    print(f"entries {options.entries}, batch {options.batch_size}, rounds {options.rounds}")
-    print("runner measured window (s):", " ".join(f"{t / 1e9:.3f}" for t in runner_times))
-    print("bare loop (s):             ", " ".join(f"{t / 1e9:.3f}" for t in bare_times))
-    print(f"overhead ratio (median runner / median bare): {runner_median / bare_median:.4f} (target <= 1.02)")
+        for kind in (("classify", "generate") if options.kind == "both" else (options.kind,)):
+            pair = classify_pair(base, corpus_file, entries, options.batch_size) if kind == "classify" else \
+                generate_pair(base, corpus_file, entries, options.batch_size, Path(folder))
+            runner_times, bare_times = alternate(options.rounds, *pair)
+            print(f"{kind}: entries {options.entries}, batch {options.batch_size}, rounds {options.rounds}"
+                  + (f", max_new_tokens {MAX_NEW_TOKENS}" if kind == "generate" else ""))
+            print("  runner measured window (s):", " ".join(f"{t / 1e9:.3f}" for t in runner_times))
+            print("  bare loop (s):             ", " ".join(f"{t / 1e9:.3f}" for t in bare_times))
+            print(f"  overhead ratio (median runner / median bare): "
+                  f"{statistics.median(runner_times) / statistics.median(bare_times):.4f} (target <= 1.02)")
 
 
 if __name__ == "__main__":

@@ -166,6 +166,9 @@ class Work(Batched):
             max_new_tokens=settings["max_new_tokens"], do_sample=bool(sampling), num_beams=1, eos_token_id=eos,
             pad_token_id=tokenizer.pad_token_id, use_cache=settings["kv_cache"],
             **({"temperature": sampling["temperature"], "top_p": sampling["top_p"], "top_k": 0} if sampling else {}))
+        # Every setting the campaign leaves open takes transformers' neutral default here, so a model folder's own
+        # generation_config.json (a repetition penalty, a temperature) cannot change the declared decoding.
+        self.config.update(**self.config._get_default_generation_params(), defaults_only=True)
         self.eos = set(eos)
         self.completed, self.generate_ns, self.window_batches, self.longest_prompt = 0, 0, [], 0
         cuda = variant.device.startswith("cuda")
