@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import zipfile
@@ -12,6 +13,7 @@ from bs4 import BeautifulSoup
 from iteralab.core.errors import UserError
 from iteralab.run.campaign import load_campaign
 from iteralab.run.runner import prepare, run_campaign
+from iteralab.run.summary import Progress
 from iteralab.run.workloads import generated
 from iteralab.store import reading
 from tests.tiny import WORDS, build_causal_lm, corpus_rows, write_corpus, write_generation_campaign
@@ -66,6 +68,10 @@ def test_a_generation_trial_keeps_prefill_decode_outputs_stop_reasons_and_the_kv
         assert all(row["stop_reason"] == "max_new_tokens" and len(row["token_ids"]) == row["new_tokens"] == 4 for row in rows)
         assert kv["tokens"] == longest_prompt + 4  # the longest prompt the window executed, then max_new_tokens
         assert trial["id_check"]["ids_match"] and trial["quality"]["overall"]["cut_by_max_new_tokens"] == 24
+    from iteralab.run.summary import format_summary, summarize
+
+    shown = format_summary(summarize(result.trials))
+    assert shown.count("output tokens per second: median ") == 2
     b4 = [t for t in result.trials if t["variant"] == "b4"]
     verdict = b4[0]["quality"]["verdicts"][0]
     assert verdict["metric"] == "agreement" and b4[0]["quality"]["reference"]["variant"] == "b1"
@@ -108,14 +114,21 @@ def test_outputs_that_end_stop_at_the_end_of_sequence_token_and_decode_is_empty_
     assert {(row["new_tokens"], row["stop_reason"], row["token_ids"][-1], row["text"]) for row in rows} == {(1, "eos", 3, "")}
 
 
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
 @pytest.mark.slow
 def test_sampling_runs_once_per_listed_seed_and_keeps_each_seeds_outputs_apart(causal_lm, tmp_path):
     corpus = write_corpus(tmp_path / "corpus.jsonl", corpus_rows(6))
     path = write_generation_campaign(tmp_path, causal_lm, corpus, repetitions=1, batch_sizes=(1, 4))
     path.write_text(path.read_text().replace("max_new_tokens = 4", "max_new_tokens = 4\n\n[generation.sampling]\n"
                                                                    "seeds = [11, 12]\ntemperature = 0.9"), encoding="utf-8")
-    result = run_campaign(campaign_file=path, runs_dir=tmp_path / "runs", quiet=True)
-    assert [t["status"] for t in result.trials] == ["ok", "ok"]
+    terminal = Terminal()
+    result = run_campaign(campaign_file=path, runs_dir=tmp_path / "runs", progress=Progress(stream=terminal))
+    assert [t["status"] for t in result.trials] == ["ok", "ok"], [t["error"] for t in result.trials]
+    assert "/12 [" in terminal.getvalue()  # the bar on a terminal counts every output of both seeds
     reference, other = result.trials
     rows = [json.loads(line) for line in (tmp_path / "runs" / other["predictions"]["path"]).read_text().split("\n") if line]
     assert sorted((row["seed"], row["id"]) for row in rows) == sorted((seed, row["id"]) for seed in (11, 12)

@@ -385,7 +385,7 @@ class _Terminal(io.StringIO):
 class _Inference:
     completed = 0
 
-    def forward(self, encoded):
+    def step(self, encoded):
         self.completed += encoded
         return encoded
 
@@ -397,16 +397,16 @@ def test_the_progress_bar_counts_the_window_on_a_terminal_and_is_silent_when_pip
 
     for stream in (_Terminal(), io.StringIO()):
         progress, inference = Progress(quiet=quiet, stream=stream), _Inference()
-        forward = inference.forward
+        step = inference.step
         progress.start("3/6 b4 rep 1", 10)
         progress.attach(inference)
         for _ in range(5):
-            inference.forward(2)
+            inference.step(2)
         if progress.enabled:
             assert (progress.bar.n, progress.bar.total) == (10, 10)  # drawn at most every 0.2 s, counted at every batch
         progress.done("ok")
         shown = stream.getvalue()
         if quiet or not stream.isatty():
-            assert shown == "" and inference.forward == forward
+            assert shown == "" and inference.step == step
         else:
             assert "3/6 b4 rep 1:" in shown and "/10 [" in shown and shown.endswith("3/6 b4 rep 1                     ok\n")

@@ -283,7 +283,8 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
     campaign, workload = prepared.campaign, prepared.workload
     trial_id = records.new_id("trial")
     clock, got, status, error = PhaseClock(variant.device), Outcome(), "ok", None
-    progress.start(f"{sequence}/{len(prepared.plan)} {variant.name} rep {repetition}", len(prepared.corpus.entries))
+    expected = len(prepared.corpus.entries) * workload.passes(campaign.protocol)  # a sampling pass per seed
+    progress.start(f"{sequence}/{len(prepared.plan)} {variant.name} rep {repetition}", expected)
     try:
         # Written first: after a kill, a start without its trial record is the trial that was in flight (never dropped).
         signals.append(runs_dir, start_record(manifest, trial_id, variant.name, repetition, sequence, retry_of))
@@ -305,7 +306,7 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
         "trial", campaign=campaign.name, run_id=manifest["run_id"], protocol_fingerprint=prepared.fingerprint,
         manifest_id=manifest["record_id"], variant=variant.name, variant_config=variant.config(),
         series=variant.series, repetition=repetition, sequence=sequence, status=status, failed_phase=failed_phase,
-        error=error, entries_expected=len(prepared.corpus.entries) * workload.passes(campaign.protocol),
+        error=error, entries_expected=expected,
         entries_completed=completed if status != "ok" else len(got.outputs),
         truncated_entries=prepared.truncated, phases=clock.finish(failed_phase, workload.PHASES),
         gpu_event_durations=None, gpu_event_durations_reason=Text("not recorded: host timers with CUDA synchronisation are the measure"),

@@ -83,6 +83,8 @@ def summarize(trials: list[dict]) -> list[dict]:
             row["ok"] += 1
             row["durations_s"].append(trial["phases"]["measured_window"]["duration_ns"] / 1e9)
             row["accepted"] += trial["corpus_accepted"]
+            if trial.get("generation"):  # a generation trial: its output tokens per second beside the window
+                row.setdefault("tokens_per_s", []).append(trial["generation"]["output_tokens_per_s"])
         else:
             row["failed"] += 1
             row["failures"].append(trial["status"] + (f" in {trial['failed_phase']}" if trial["failed_phase"] else ""))
@@ -104,6 +106,9 @@ def format_summary(rows: list[dict]) -> str:
         lines.append(f"{row['variant']:<16} {runs:<44} {seconds(row['median_s']):>8} {seconds(row['min_s']):>8} "
                      f"{seconds(row['max_s']):>8} {row['attempts']:>8} {row['ok']:>3} {row['failed']:>4} "
                      f"{row['retries']:>7} {row['accepted']:>8}")
+        if row.get("tokens_per_s"):
+            low, middle, high = window_figures(row["tokens_per_s"])
+            lines.append(f"{'':<16} output tokens per second: median {middle:.1f}, min {low:.1f}, max {high:.1f}")
         lines.extend(f"{'':<16} failed: {failure}" for failure in row["failures"])
     return "\n".join(lines)
 
@@ -130,14 +135,14 @@ class Progress:
         bar = self.bar
         if bar is None:
             return  # nothing wraps the inference when nothing is shown: the measured window runs as it is
-        inference_forward = inference.forward
+        inference_step = inference.step  # one batch of the measured window, whatever the kind of work
 
-        def forward(encoded):
-            result = inference_forward(encoded)
+        def step(encoded):
+            result = inference_step(encoded)
             bar.update(inference.completed - bar.n)
             return result
 
-        inference.forward = forward
+        inference.step = step
         bar.reset(total=bar.total)
 
     def done(self, status: str):

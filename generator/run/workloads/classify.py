@@ -140,7 +140,7 @@ class Work(Batched):
             entries = self.order(entries, token_counts)
         predictions = []
         for batch in batches(entries, self.variant.batch_size):
-            indexes, scores = self.forward(self.encode([entry.text for entry in batch]))
+            indexes, scores = self.step(self.encode([entry.text for entry in batch]))
             predictions.extend((entry.id, self.labels[index], score)
                                for entry, index, score in zip(batch, indexes, scores, strict=True))
             self.completed += len(batch)

@@ -230,7 +230,7 @@ class Work(Batched):
             for batch in batches(entries, self.variant.batch_size):
                 encoded = self.encode([entry.text for entry in batch])
                 started = time.perf_counter_ns()
-                rows = self.generate(encoded)
+                rows = self.step(encoded)
                 if cuda:
                     torch.cuda.synchronize(self.variant.device)
                 self.generate_ns += time.perf_counter_ns() - started
