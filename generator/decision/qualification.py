@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import tomllib
 from dataclasses import dataclass
@@ -10,12 +11,12 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from iteralab.core.errors import UserError
-from iteralab.core.language import Figure, Joined, Text
+from iteralab.core.language import Figure, Joined, Recorded, Text
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.money.catalog import Catalog, load_catalog, lots_price
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
 from iteralab.money.sizing import gib
-from iteralab.store import reading
+from iteralab.store import generation, reading
 from iteralab.store.configuration import card_matches
 from iteralab.store.reading import Loaded
 from iteralab.store.views import campaign_views
@@ -161,8 +162,37 @@ def derive_quality(trials: list[dict], variant: str, elsewhere: str | None = Non
                           failed=Joined("; ", said) if said else Text("ids or format did not match")), True)
 
 
-def derive_memory(trials: list[dict], catalog: Catalog, gpu: str, elsewhere: str | None = None) -> tuple[Criterion, int | None]:
-    """Compare the highest observed GPU reserved peak with the card's nominal capacity."""
+def derive_memory(trials: list[dict], catalog: Catalog, gpu: str, elsewhere: str | None = None,
+                  variant_trials: list[dict] | None = None) -> tuple[Criterion, int | None]:
+    """Compare the highest observed GPU reserved peak with the card's nominal capacity; where the trials carry a KV cache
+    (a generation trial's), its estimate and its measurement are said beside it, each labelled.
+
+    VARIANT_TRIALS: the variant's trials on any hardware; the estimate holds on every card (the formula at the real token
+    counts and batch), so it is read from them when the sheet's card has none; a measurement only from TRIALS.
+    """
+    criterion, margin = _memory(trials, catalog, gpu, elsewhere)
+    kv = _kv_cache(trials or variant_trials or [], None if trials else elsewhere)
+    return (criterion if kv is None else dataclasses.replace(criterion, note=Joined("; ", [criterion.note, kv]))), margin
+
+
+def _kv_cache(trials: list[dict], elsewhere: str | None) -> Text | None:
+    """Say the KV cache: 'KV cache: estimate 3,584 B (0.00 GiB); measured empty (why)', or None where no trial has one.
+    ELSEWHERE: why TRIALS ran on other hardware than the sheet's, which a measurement of theirs does not stand for."""
+    if not generation.has_block(trials):
+        return None
+
+    def said(value, reason) -> Text:
+        if value is None:
+            return Text("empty ({reason})", reason=reason if isinstance(reason, Text) else Recorded(reason))
+        return Text("{bytes} B ({gib} GiB)", bytes=Figure(value), gib=gib(value))
+
+    kv = generation.kv_cache(trials)
+    measured = said(None, elsewhere) if elsewhere and kv["measured"] is not None else said(kv["measured"], kv["measured_reason"])
+    return Text("KV cache: estimate {estimate}; measured {measured}", estimate=said(kv["estimate"], kv["estimate_reason"]),
+                measured=measured)
+
+
+def _memory(trials: list[dict], catalog: Catalog, gpu: str, elsewhere: str | None) -> tuple[Criterion, int | None]:
     card = catalog.gpu(gpu)
     peaks = [(phase["gpu_peak_reserved_bytes"], t["record_id"]) for t in trials if t["status"] == "ok"
              for phase in t["phases"].values() if phase.get("gpu_peak_reserved_bytes") is not None]
@@ -238,7 +268,9 @@ def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog, views: dict | No
         views = {view.name: view for view in campaign_views(loaded)}
     trials, label, elsewhere = _trials(views, data, catalog, path)
     quality = derive_quality(trials, data["variant"], elsewhere)
-    memory, margin = derive_memory(trials, catalog, data["gpu"], elsewhere)
+    view = views.get(data["campaign"])
+    variant_trials = [t for s in (view.variants if view else ()) if s.name == data["variant"] for t in s.counted]
+    memory, margin = derive_memory(trials, catalog, data["gpu"], elsewhere, variant_trials)
     budget, total, spare = derive_budget(data, catalog, str(path))
     derived = {"quality": quality, "memory_per_gpu": memory, "budget_and_schedule": budget}
     card = catalog.gpu(data["gpu"])

@@ -13,6 +13,7 @@ from iteralab.decision.plan import span_range
 from iteralab.decision.report import Report, Row
 from iteralab.money.catalog import money
 from iteralab.money.schedule import format_hours
+from iteralab.store import generation
 from iteralab.store.records import shown_time
 
 
@@ -75,7 +76,7 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
             "lots": row.lots, "projected_hours": hours, "projection_reason": None if hours else "no successful trial to project from",
             "planned": plan_dict(row.plan),
             "planned_reason": row.plan_reason, **_observed_and_other(row),
-            "feasible": row.feasible, "conditions_failed": list(row.conditions),
+            "feasible": row.feasible, "conditions_failed": list(row.conditions), **_tokens(row),
         }
 
     return {
@@ -111,6 +112,29 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
             {"receipt_sha256": r["receipt"]["sha256"] if r["receipt"] else None} for r in report.unlinked],
         "problems": report.problems,
     }
+
+
+def _tokens(row: Row) -> dict:
+    """Return a row's output tokens per second (min, median, max over its repetitions) where its trials carry the
+    generation object; nothing otherwise, so a classification campaign's figures (and the notes signed on them) hold."""
+    figures = generation.of_summary(row.summary)
+    if figures is None:
+        return {}
+    rate = figures["output_tokens_per_s"]
+    return {"output_tokens_per_s": {key: rate[key] for key in ("min", "median", "max")}, "output_tokens_per_s_reason":
+            rate["reason"]}
+
+
+def tokens_line(row: Row) -> str | None:
+    """Say a row's output tokens per second beside its corpus time, or None where its trials carry no generation object."""
+    figures = generation.of_summary(row.summary)
+    if figures is None:
+        return None
+    rate = figures["output_tokens_per_s"]
+    if rate["median"] is None:
+        return _("output tokens per second: {reason}", reason=rate["reason"])
+    return _("output tokens per second: median {median}, min {low}, max {high} (over the measured window)",
+             median=Figure(rate["median"], 1), low=Figure(rate["min"], 1), high=Figure(rate["max"], 1))
 
 
 def plan_dict(plan) -> dict | None:
@@ -180,6 +204,8 @@ def describe_report(report: Report) -> str:
                                  "{observed}; deliverables {deliverables}", median=Figure(row.summary.median, 3, grouped=False),
                                  span=span_range(row.hours), where=_on_lots(row), planned=planned_text(row), observed=observed,
                                  deliverables=row.deliverables))
+        if (tokens := tokens_line(row)) is not None:
+            lines.append("     " + tokens)
         if row.other_items:
             other = (_("{amount} {currency}", amount=row.other_costs, currency=row.other_currency)
                      if row.other_costs is not None else say(row.other_reason))

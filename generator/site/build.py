@@ -27,6 +27,7 @@ from iteralab.site import (
     vendor,
     workers,
 )
+from iteralab.site.generated import kv_note
 from iteralab.site.notes import load_notes, note_problems
 from iteralab.site.output import STATE_FILE, Writer, build_stamp, inputs_digest, list_files, shared_key, software
 from iteralab.site.pages import Places, catalog_rows, render_part
@@ -288,8 +289,10 @@ def _write_shared_pages(writer: Writer, summaries: dict, all_notes: list, answer
     writer.write("catalog.html", env.get_template("catalog.html").render(root="", page="catalog.html", rows=catalog_rows(common["catalog"]),
                                                                           **common))
     rows = [row for summary in summaries.values() for row in summary["sizing"]]
-    writer.write("sizing.html", env.get_template("sizing.html").render(root="", page="sizing.html", rows=rows,
-                                                                        sizing_table_rows=per_campaign.sizing_table_rows, **common))
+    kvs = [row.get("kv") for row in rows if row.get("kv")]  # a state kept by an older build has no KV cache figure
+    writer.write("sizing.html", env.get_template("sizing.html").render(
+        root="", page="sizing.html", rows=rows, kvs=kvs, kv_note=kv_note,
+        sizing_table_rows=per_campaign.sizing_table_rows, **common))
     anchors = {name: summary["variants"] for name, summary in summaries.items()}
     for note in all_notes:
         writer.write(f"notes/{note.slug}.html", env.get_template("note.html").render(

@@ -18,12 +18,14 @@ from iteralab.money.sizing import weights_bytes
 from iteralab.site import stored, workers
 from iteralab.site.bundle import campaign_bundle
 from iteralab.site.figures import campaign_charts, decision_charts
+from iteralab.site.generated import campaign_block, kv_cells, kv_note, spread_cell, tokens_of
 from iteralab.site.incremental import summary
 from iteralab.site.output import Writer
 from iteralab.site.per_trial import trial_index, trial_sections, trial_table_rows
 from iteralab.site.questions import revision_figures
 from iteralab.site.render import jinja_environment
 from iteralab.site.signing import Signer
+from iteralab.store import generation
 from iteralab.store.reading import Loaded, RecordTable
 from iteralab.store.trials import trial_table, trials_csv
 from iteralab.store.views import CampaignView, campaign_views
@@ -148,10 +150,11 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
     writer.write(f"{base}/index.html", env.get_template("campaign.html").render(
         root="../../", page=f"{base}/index.html", view=view, compared=compared, constant=constant, separation=view.separation(), cost=view.cost(),
         charts=drawn, notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, trial_table_rows=trial_table_rows,
-        sizing=sizing_rows([view]), report=report, **common))
+        sizing=sizing_rows([view]), report=report, generation=campaign_block(view), spread_cell=spread_cell, kv_cells=kv_cells,
+        kv_note=kv_note, **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
         root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decided,
-        notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, **common))
+        notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, tokens_of=tokens_of, **common))
     _trials_page(writer, env, view, bundle_info["name"], common)
     writer.write(f"{base}/trials.csv", table_csv)
     writer.write(f"{base}/qualification.html", env.get_template("qualification.html").render(
@@ -181,7 +184,8 @@ def _remove_legacy(writer: Writer, name: str) -> None:
 
 
 def sizing_rows(views: list[CampaignView]) -> list[dict]:
-    """Per campaign and variant: the weights estimate from the parameter count beside the observed peaks."""
+    """Per campaign and variant: the weights estimate from the parameter count beside the observed peaks, and the KV
+    cache's estimate beside its measurement where the variant's trials carry one (None elsewhere)."""
     rows = []
     for view in views:
         model = view.manifests[-1]["model"] if view.manifests else {}
@@ -192,11 +196,13 @@ def sizing_rows(views: list[CampaignView]) -> list[dict]:
             allocated, allocated_reason = variant.peak("gpu_peak_allocated_bytes")
             reserved, reserved_reason = variant.peak("gpu_peak_reserved_bytes")
             rss, rss_reason = variant.peak("host_peak_rss_bytes")
+            figures = generation.of_summary(variant)  # the KV cache where its trials carry the generation object
             rows.append({"campaign": view.name, "variant": variant.label, "parameters": parameters,
                          "parameters_reason": model.get("parameters_reason") or Text("no manifest with a parameter count"),
                          "bits": bits, "estimate": None if parameters is None else int(weights_bytes(parameters, bits)),
                          "allocated": allocated, "allocated_reason": allocated_reason, "reserved": reserved,
-                         "reserved_reason": reserved_reason, "rss": rss, "rss_reason": rss_reason})
+                         "reserved_reason": reserved_reason, "rss": rss, "rss_reason": rss_reason,
+                         "kv": figures["kv_cache"] if figures else None})
     return rows
 
 

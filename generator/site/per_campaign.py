@@ -10,6 +10,7 @@ from markupsafe import Markup, escape
 
 from iteralab.core import language
 from iteralab.decision.kinds import kind_of_work
+from iteralab.site.generated import kv_cells
 from iteralab.site.render import fill, fmt, moment, shown
 
 
@@ -48,8 +49,10 @@ def index_rows(campaigns: list[dict], notes: list, answers: dict, failed: dict, 
 
 
 def sizing_table_rows(rows: list[dict]) -> Markup:
-    """Return the sizing page's row of every campaign and variant (from the build state)."""
+    """Return the sizing page's row of every campaign and variant (from the build state); where any row has a KV cache
+    figure, every row ends with the KV cache's estimate and measurement (``site.generated.kv_cells``)."""
     code = language.current()
+    kv = any(row.get("kv") for row in rows)
     return Markup("".join(
         f'<tr>\n    <td><a href="campaigns/{escape(row["campaign"])}/index.html">{escape(row["campaign"])}</a></td>'
         f'<th scope="row">{shown(row["variant"], code)}</th>\n'
@@ -58,5 +61,6 @@ def sizing_table_rows(rows: list[dict]) -> Markup:
         f'    <td class="num">{fmt(row["estimate"], "bytes", row["parameters_reason"], code=code)}</td>\n'
         f'    <td class="num">{fmt(row["allocated"], "bytes", row["allocated_reason"], code=code)}</td>\n'
         f'    <td class="num">{fmt(row["reserved"], "bytes", row["reserved_reason"], code=code)}</td>\n'
-        f'    <td class="num">{fmt(row["rss"], "bytes", row["rss_reason"], code=code)}</td>\n  </tr>'
+        f'    <td class="num">{fmt(row["rss"], "bytes", row["rss_reason"], code=code)}</td>'
+        f'{kv_cells(row.get("kv"), code) if kv else ""}\n  </tr>'
         for row in rows))

@@ -10,9 +10,11 @@ from __future__ import annotations
 from markupsafe import Markup, escape
 
 from iteralab.core import language
+from iteralab.site.generated import definitions, trial_figures
 from iteralab.site.render import NO_ENTRIES, cell, fill, fmt, moment, pretty_json, say_value, shown
 from iteralab.site.words import said
-from iteralab.store.trials import PHASES
+from iteralab.store import generation
+from iteralab.store.trials import phases_of
 from iteralab.store.views import CampaignView
 
 COMPARISONS = {">=": "≥", "<=": "≤"}  # as every other page writes a threshold; the record keeps its ASCII form
@@ -60,6 +62,8 @@ def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: s
         parts.append(f'<p class="warning">{fill(w["excluded"], record=exclusion["record_id"], at=moment(exclusion["created_at"], code), rule=exclusion["rule"])}</p>')
     rows = trial_rows(trial, code, words["phase_word"])
     parts += ["\n", _phases(trial, trial_id, rows, w, code), "\n"]
+    if trial.get(generation.BLOCK):
+        parts += [trial_figures(trial, trial_id, w["generation"], code), "\n"]
     if trial.get("quality"):
         parts.append(_quality(trial, trial_id, rows, w, code))
     parts += ["\n", _record(trial, trial_id, view, bundle_name, w), "</article>\n"]
@@ -80,13 +84,17 @@ def _phases(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
     caption = w["wall_cuda"] if trial["memory"]["device"].startswith("cuda") else w["wall"]
     scope = trial["memory"].get("host_rss_scope")
     body = "".join(f'<tr><th scope="row">{name}</th>{cells}</tr>\n' for name, cells in rows["phases"])
+    # A phase derived from others (a generation trial's decode) says how, under the table.
+    derived = "".join(f'<p><small>{rows["phase_names"][name]}: {escape(say_value(phase["derived"], code))}</small></p>\n'
+                      for name, phase in trial["phases"].items() if phase.get("derived"))
     return (f'<section id="{trial_id}-phases">\n<h3>{w["phases"]}</h3>\n'
             f'<div class="scroll" tabindex="0" role="region" aria-label="{fill(w["phases_of"], trial=trial["record_id"])}">\n'
             f'<table>\n  <caption>{caption}</caption>\n'
             f'  <thead><tr><th scope="col">{w["phase"]}</th><th scope="col">{w["duration"]}</th><th scope="col">{w["allocated"]}'
             f'</th><th scope="col">{w["reserved"]}</th><th scope="col">{w["rss"]}</th></tr></thead>\n'
             f'  <tbody>{body}</tbody>\n</table>\n</div>\n'
-            f'<p><small>{w["rss"]}: {escape(say_value(scope, code)) if scope else fmt(None, code=code)}.</small></p>\n</section>\n')
+            f'<p><small>{w["rss"]}: {escape(say_value(scope, code)) if scope else fmt(None, code=code)}.</small></p>\n'
+            f'{derived}</section>\n')
 
 
 def _quality(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
@@ -94,8 +102,9 @@ def _quality(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
     reference = quality.get("reference")
     agreement = (f'; {fill(w["agreement_with"], variant=reference["variant"], trial=reference["trial_id"])}'
                  if reference else "")
-    body = "".join(f'<tr><th scope="row">{w["overall"] if name == "overall" else escape(name)}</th>{cells}</tr>\n'
-                   for name, cells in rows["quality"])
+    body = "".join(f'<tr><th scope="row">{_group(name, w)}</th>{cells}</tr>\n' for name, cells in rows["quality"])
+    word = said(code)["figure_word"]
+    more = "".join(f'<th scope="col">{word(metric)}</th>' for metric in rows["metrics"][len(QUALITY_METRICS):])
     verdicts = "".join(
         f'<li class="{"pass" if verdict["passed"] else "fail"}">{shown(verdict["metric"], code)} '
         f'{fmt(verdict["value"], "ratio", verdict.get("reason"), code=code)} {shown(COMPARISONS.get(verdict["comparison"], verdict["comparison"]), code)} '
@@ -105,8 +114,15 @@ def _quality(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
             f'<div class="scroll" tabindex="0" role="region" aria-label="{fill(w["quality_of"], trial=trial["record_id"])}">\n'
             f'<table>\n  <caption>{w["buckets"]}{agreement}</caption>\n'
             f'  <thead><tr><th scope="col">{w["subgroup"]}</th><th scope="col">{w["entries_heading"]}</th><th scope="col">'
-            f'{w["accuracy"]}</th><th scope="col">Macro-F1</th><th scope="col">{w["agreement"]}</th></tr></thead>\n'
-            f'  <tbody>\n{body}  </tbody>\n</table>\n</div>\n<ul>{verdicts}</ul>\n</section>\n')
+            f'{w["accuracy"]}</th><th scope="col">Macro-F1</th><th scope="col">{w["agreement"]}</th>{more}</tr></thead>\n'
+            f'  <tbody>\n{body}  </tbody>\n</table>\n</div>\n{definitions(quality, code)}<ul>{verdicts}</ul>\n</section>\n')
+
+
+def _group(name, w: dict) -> str:
+    """Name a quality row: overall, a length bucket, or a sampling seed."""
+    if name == "overall":
+        return w["overall"]
+    return fill(w["seed"], seed=name[1]) if isinstance(name, tuple) else escape(name)
 
 
 def _record(trial: dict, trial_id: str, view: CampaignView, bundle_name: str, w: dict) -> str:
@@ -158,27 +174,36 @@ def trial_table_rows(view: CampaignView, w: dict) -> Markup:
     return Markup("".join(rows))
 
 
+QUALITY_METRICS = ("accuracy", "macro_f1", "agreement")  # every trial's quality columns, in order
+MORE_METRICS = {"reference_match": "ratio", "cut_by_max_new_tokens": "int"}  # a column where the trial's quality has it
+
+
 def trial_rows(trial: dict, code: str, phase_word) -> dict:
-    """Return the phase and quality rows of a trial's section as (heading, ready cells)."""
+    """Return the phase and quality rows of a trial's section as (heading, ready cells), the phases' names, and the
+    quality metrics it has (its quality rows: overall, each bucket, then each sampling seed as ("seed", seed))."""
     gpu_reason = trial["memory"].get("gpu_memory_reason")
     # Without a GPU, both GPU counters of every phase are the same empty cell with its reason: made once per trial.
     no_gpu = cell(None, "bytes", gpu_reason, code) * 2 if gpu_reason else None
-    phases = []
-    for name in PHASES:
+    phases, names = [], {}
+    for name in phases_of(trial):
         phase = trial["phases"].get(name, {})
         reason = phase.get("reason")
         allocated, reserved = phase.get("gpu_peak_allocated_bytes"), phase.get("gpu_peak_reserved_bytes")
         gpu = no_gpu if no_gpu and allocated is None and reserved is None else "".join((
             cell(allocated, "bytes", gpu_reason or reason, code), cell(reserved, "bytes", gpu_reason or reason, code)))
-        phases.append((phase_word(name), "".join((cell(phase.get("duration_ns"), "ns", reason, code), gpu,
-                                                  cell(phase.get("host_peak_rss_bytes"), "bytes", reason, code)))))
-    quality = []
+        names[name] = phase_word(name)
+        phases.append((names[name], "".join((cell(phase.get("duration_ns"), "ns", reason, code), gpu,
+                                             cell(phase.get("host_peak_rss_bytes"), "bytes", reason, code)))))
+    quality, metrics = [], QUALITY_METRICS
     if trial.get("quality"):
-        missing = trial["quality"]["missing_reasons"]
-        groups = [("overall", trial["quality"]["overall"]), *sorted(trial["quality"]["buckets"].items())]
+        found = trial["quality"]
+        missing = found["missing_reasons"]
+        metrics = (*QUALITY_METRICS, *[metric for metric in MORE_METRICS if metric in found["overall"]])
+        groups = [("overall", found["overall"]), *sorted(found["buckets"].items()),
+                  *[(("seed", seed), scores) for seed, scores in (found.get("seeds") or {}).items()]]
         for name, scores in groups:
             quality.append((name, "".join((
                 cell(scores.get("entries"), "int", None, code),
-                *[cell(scores.get(metric), "ratio", missing.get(metric, NO_ENTRIES), code)
-                  for metric in ("accuracy", "macro_f1", "agreement")]))))
-    return {"phases": phases, "quality": quality}
+                *[cell(scores.get(metric), MORE_METRICS.get(metric, "ratio"), missing.get(metric, NO_ENTRIES), code)
+                  for metric in metrics]))))
+    return {"phases": phases, "phase_names": names, "quality": quality, "metrics": metrics}

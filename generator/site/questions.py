@@ -8,6 +8,7 @@ import hashlib
 from iteralab.decision.report import Report
 from iteralab.decision.revisions import answer_key, answer_row, configuration_name
 from iteralab.site.render import pretty_json
+from iteralab.store import generation
 from iteralab.store.questions import asked_again, changes, newest
 
 
@@ -63,8 +64,18 @@ def revision_figures(report: Report) -> dict:
             "configurations": [{"configuration": configuration_name(row),
                                 "median": round(row.summary.median, 3) if row.summary.seconds else None,
                                 "planned": float(row.plan.total) if row.plan else None,
-                                "currency": row.plan.currency if row.plan else None, "feasible": row.feasible}
+                                "currency": row.plan.currency if row.plan else None, "feasible": row.feasible,
+                                **_tokens(row.summary)}
                                for row in report.rows]}
+
+
+def _tokens(summary) -> dict:
+    """Return a configuration's median output tokens per second where its trials carry the generation object."""
+    figures = generation.of_summary(summary)
+    if figures is None:
+        return {}
+    median = figures["output_tokens_per_s"]["median"]
+    return {"output_tokens_per_s": None if median is None else round(median, 1)}
 
 
 def question_pages(summaries: dict, manifests: dict[str, dict], found: dict[str, dict]) -> list[dict]:
@@ -87,10 +98,14 @@ def question_pages(summaries: dict, manifests: dict[str, dict], found: dict[str,
 def chart_rows(page: dict) -> tuple[list[dict], list[dict]]:
     """Return the rows of a question's two charts: each configuration's median, and its planned spend, per revision."""
     medians, spend = [], []
+    # Output tokens per second beside each median where a revision's trials carry them (a generation campaign's).
+    tokens = any("output_tokens_per_s" in row for revision in page["revisions"]
+                 for row in revision["figures"].get("configurations", []))
     for revision in page["revisions"]:
         for row in revision["figures"].get("configurations", []):
             if row["median"] is not None:
-                medians.append({"revision": revision["name"], "configuration": row["configuration"], "seconds": row["median"]})
+                medians.append({"revision": revision["name"], "configuration": row["configuration"], "seconds": row["median"],
+                                **({"output_tokens_per_s": row.get("output_tokens_per_s")} if tokens else {})})
             if row["planned"] is not None:
                 spend.append({"revision": revision["name"], "configuration": row["configuration"], "planned": row["planned"],
                               "currency": row["currency"]})

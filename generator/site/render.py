@@ -40,6 +40,7 @@ FORMATS = {
     "ratio": lambda value, say: say(value, 3, grouped=False),
     "int": lambda value, say: say(value),
     "rate": lambda value, say: f"{say(value, 1)}/s",
+    "ms": lambda value, say: f"{say(value * 1e3, 3, grouped=False)} ms",  # seconds shown in milliseconds: a decode step
 }
 
 YES, NO, NOT_RECORDED, NO_ZONE = Text("yes"), Text("no"), Text("not recorded"), Text("(no time zone stated)")

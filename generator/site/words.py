@@ -16,7 +16,8 @@ STATUSES = {"ok": Text("ok"), "oom": Text("oom"), "error": Text("error"), "inter
 
 PHASES = {"environment_check": Text("environment_check"), "model_load": Text("model_load"), "compilation": Text("compilation"),
           "warmup": Text("warmup"), "measured_window": Text("measured_window"), "evaluation": Text("evaluation"),
-          "writing_results": Text("writing_results"), "validation_stages": Text("validation_stages")}
+          "writing_results": Text("writing_results"), "validation_stages": Text("validation_stages"),
+          "prefill": Text("prefill"), "decode": Text("decode")}
 
 # Qualification: a sheet's outcome and each criterion's status.
 OUTCOMES = {"selected": Text("selected"), "to confirm": Text("to confirm"), "excluded": Text("excluded"),
@@ -32,8 +33,16 @@ COLUMNS = {"variant": Text("variant"), "run_order": Text("run order"), "seconds"
            "planned": Text("planned"), "currency": Text("currency"), "projected": Text("projected"),
            "low_hours": Text("fewest hours (fastest repetition)"), "high_hours": Text("most hours (slowest repetition)"),
            "lots": Text("lots"), "limit_hours": Text("hours available"), "feasible": Text("feasible"),
-           "revision": Text("revision")}
+           "revision": Text("revision"), "output_tokens_per_s": Text("output tokens per second (median)")}
 
+
+# The figures of a trial's generation object, and the quality figures it scores beside accuracy, as pages head them.
+FIGURES = {"outputs": Text("Outputs"), "input_tokens": Text("Input tokens"), "output_tokens": Text("Output tokens"),
+           "output_tokens_per_s": Text("Output tokens per second"), "prefill_s_per_batch": Text("Prefill per batch"),
+           "decode_s_per_new_token": Text("Decode per new token"), "stopped_at_eos": Text("Stopped at end of sequence"),
+           "cut_by_max_new_tokens": Text("Cut by max_new_tokens"), "agreement": Text("Agreement"),
+           "reference_match": Text("Reference match"), "kv_estimate": Text("KV cache: estimate"),
+           "kv_measured": Text("KV cache: measured")}
 
 KINDS = {"rental": Text("rental"), "expense": Text("expense"), "deliverable": Text("deliverable"),
          "exclusion": Text("exclusion"), "trial": Text("trial")}
@@ -67,4 +76,5 @@ def said(code: str) -> dict:
     """Return the template functions that give these words in the language CODE."""
     return {"status_word": _lookup(STATUSES, code), "phase_word": _lookup(PHASES, code), "outcome_word": _lookup(OUTCOMES, code),
             "criterion_word": _lookup(CRITERIA, code, lambda name: str(name).replace("_", " ")),
-            "column_word": _lookup(COLUMNS, code), "kind_word": _lookup(KINDS, code), **_work(code)}
+            "column_word": _lookup(COLUMNS, code), "kind_word": _lookup(KINDS, code), "figure_word": _lookup(FIGURES, code),
+            **_work(code)}
