@@ -19,6 +19,7 @@ from iteralab.store import reading, records
 from tests import factory, hostile
 from tests.conftest import AXE, watched_page
 from tests.test_decision import CPU, QUESTION, RTX_4090, RTX_6000_ADA, write_machine
+from tests.test_generation_pages import write_gpu_campaign
 
 # A decision note written to attack its reviewers: every one of these must reach the page inert.
 HOSTILE_NOTE = """---
@@ -79,6 +80,8 @@ def site(tmp_path_factory):
     costs.add_expense(runs_dir=runs, campaign="merged", amount="12.50", currency="USD", justification="setup hours <i>on one card</i>",
                       configurations=labels[:1])
     costs.add_expense(runs_dir=runs, campaign="merged", amount="3", currency="USD", justification="storage", all_configurations=True)
+    # A generation campaign (#42): its figures, the KV cache beside its estimate, prefill and decode phases, seeds' rows.
+    write_gpu_campaign(runs, "gen")
     notes = root / "notes"
     notes.mkdir()
     (notes / "decision.md").write_text(HOSTILE_NOTE, encoding="utf-8")
@@ -103,7 +106,9 @@ def page_paths(site):
             "note": site / "notes" / "decision.html", "catalog": site / "catalog.html", "sizing": site / "sizing.html",
             "qualification": merged / "qualification.html", "decision": merged / "decision.html",
             "merged campaign": merged / "index.html", "decision without question": site / "campaigns" / "camp" / "decision.html",
-            "campaign not built": site / "campaigns" / "broken" / "index.html", "question": site / "questions" / "merged.html"}
+            "campaign not built": site / "campaigns" / "broken" / "index.html", "question": site / "questions" / "merged.html",
+            "generation campaign": site / "campaigns" / "gen" / "index.html",
+            "generation trials": site / "campaigns" / "gen" / "trials.html"}
 
 
 # The rules whose verdict a narrower window can change: a page checked whole at one width is checked again with these.
