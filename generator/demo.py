@@ -18,6 +18,7 @@ from pathlib import Path
 from iteralab.core.errors import UserError
 from iteralab.core.files import cache_root, sha256_file, write_atomically
 from iteralab.core.paths import sheets_folder
+from iteralab.demo_generate import GENERATE_CAMPAIGN, prepare_generation
 from iteralab.run.corpus import Entry, load_corpus, token_counts, write_jsonl
 from iteralab.run.machine import model_files
 from iteralab.run.runner import run_campaign
@@ -278,6 +279,7 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
     runs_dir, out = Path(runs_dir), Path(out)
     started = time.perf_counter()
     campaign_file = prepare_workspace(log=log)
+    generation_file = prepare_generation(workspace=campaign_file.parent, tokenizer_dir=locate_inputs()[0], log=log)
     seconds = {"preparation": time.perf_counter() - started}
     existing = load(runs_dir).of_campaign(CAMPAIGN, "trial") if (runs_dir / CAMPAIGN).is_dir() else []
     result = {"campaign_file": campaign_file, "skipped": bool(existing) and not again, "trials": existing,
@@ -299,6 +301,7 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
         seconds["revision"] = time.perf_counter() - started
         result["revision"].update(trials=run.trials, ran=True)
         result["interrupted"] = run.interrupted
+    result["generation"] = _generation(generation_file, runs_dir, result, seconds, quiet, log)
     if not result["interrupted"]:
         started = time.perf_counter()
         result["sheets"] = install_example_sheets(sheets_folder(runs_dir))
@@ -306,6 +309,21 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
         result["index"] = build_site(runs=runs_dir, out=out, languages=DEMO_LANGUAGES)["index"]
         seconds["site"] = time.perf_counter() - started
     return result
+
+
+def _generation(campaign_file: Path, runs_dir: Path, result: dict, seconds: dict, quiet: bool, log) -> dict:
+    """Run the generation campaign once (#42): the same protocol, a causal LM writing each review's verdict word."""
+    found = load(runs_dir).of_campaign(GENERATE_CAMPAIGN, "trial") if (runs_dir / GENERATE_CAMPAIGN).is_dir() else []
+    generation = {"file": campaign_file, "trials": found, "ran": False}
+    if not result["interrupted"] and not found:
+        if log:
+            log(f"running the generation campaign: {campaign_file}")
+        started = time.perf_counter()
+        run = run_campaign(campaign_file=campaign_file, runs_dir=runs_dir, quiet=quiet)
+        seconds["generation"] = time.perf_counter() - started
+        generation.update(trials=run.trials, ran=True)
+        result["interrupted"] = run.interrupted
+    return generation
 
 
 def describe_time(seconds: dict, trials: list[dict]) -> str:
@@ -317,9 +335,21 @@ def describe_time(seconds: dict, trials: list[dict]) -> str:
         parts.append(f"{len(trials)} trials {seconds['trials']:.0f} s, of which measured windows {sum(windows) / 1e9:.0f} s")
     if "revision" in seconds:
         parts.append(f"the question asked again {seconds['revision']:.0f} s")
+    if "generation" in seconds:
+        parts.append(f"the generation campaign {seconds['generation']:.0f} s")
     if "site" in seconds:
         parts.append(f"site {seconds['site']:.0f} s")
     return "Time in this command: " + ", ".join(parts) + f"; {sum(seconds.values()):.0f} s in all (setup not included)."
+
+
+def _describe_generation(generation: dict, index: Path) -> list[str]:
+    trials = generation["trials"]
+    ok = [t for t in trials if t["status"] == "ok"]
+    match = sorted(t["quality"]["overall"]["reference_match"] for t in ok if t["quality"]["overall"]["reference_match"] is not None)
+    quality = (f"its outputs match the reviews' verdicts {match[0]:.3f} to {match[-1]:.3f} (a one-block GPT-2 trained for "
+               "seconds: its quality is what it is)") if match else "no successful trial"
+    return [f"Generation: {GENERATE_CAMPAIGN} ({len(trials)} trials, {len(ok)} ok; {quality}); its page: "
+            f"{index.parent / 'campaigns' / GENERATE_CAMPAIGN / 'index.html'}"]
 
 
 def describe_result(result: dict, runs: Path) -> str:
@@ -338,6 +368,7 @@ def describe_result(result: dict, runs: Path) -> str:
     lines += [f"Asked again: {REVISION} ({len(revision['trials'])} trials with eager attention, 2 repetitions instead of 5 "
               f"to keep the demo short): iteralab compare {CAMPAIGN} {REVISION}; every revision side by side: "
               f"{index.parent / 'questions' / (CAMPAIGN + '.html')}"]
+    lines += _describe_generation(result["generation"], index)
     lines += [f"Open the decision page: {index.parent / 'campaigns' / CAMPAIGN / 'decision.html'}",
               f"Try next: iteralab decide {CAMPAIGN} (the same answer as text), iteralab note new {CAMPAIGN} (draft the "
               "decision note), iteralab check runs/; the README's 'After the demo' lists the rest.",

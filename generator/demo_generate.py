@@ -7,13 +7,17 @@ It reads a review as the shipped MiniLM tokenizer encodes it ([CLS] review [SEP]
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
 
 from iteralab.core.errors import UserError
-from iteralab.run.corpus import Entry
+from iteralab.core.files import write_atomically
+from iteralab.run.corpus import Entry, load_corpus, write_jsonl
 
 LABELS = ("fresh", "rotten")
 SEED = 20260924
@@ -223,3 +227,70 @@ def generation_entries(final: list[Entry], count: int = 120) -> list[Entry]:
         chosen += [pool[(2 * i + 1) * len(pool) // (2 * wanted)] for i in range(wanted)]
     # A fixed order that mixes lengths and labels, drawn from the ids so it does not depend on the input order.
     return sorted(chosen, key=lambda e: hashlib.sha256(e.id.encode()).hexdigest())
+
+
+GENERATE_CAMPAIGN = "demo-rotten-tomatoes-generate"
+GENERATE_ENTRIES = 120
+MARGIN = 0.05  # the reference-match threshold sits this far under the held-out figure, as the classifier's does
+
+
+def recipe_key() -> str:
+    """Name the trained LM's folder by its recipe: a changed recipe trains anew, an unchanged one is reused."""
+    return hashlib.sha256(json.dumps(RECIPE, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def prepare_generation(*, workspace: Path, tokenizer_dir: Path, log=None) -> Path:
+    """Train the LM once beside the demo's corpora (cached by its recipe); write the generation campaign; return it."""
+    folder = workspace / f"generate-{recipe_key()}"
+    if not (folder / "training.json").is_file():
+        if log:
+            log(f"first run: training the demo's small causal LM once (about 30 s; cached in {folder})")
+        building = folder.with_name(folder.name + f".building-{os.getpid()}")
+        shutil.rmtree(building, ignore_errors=True)
+        building.mkdir(parents=True)
+        tuning = list(load_corpus(workspace / "tuning.jsonl").entries)
+        write_jsonl(generation_entries(list(load_corpus(workspace / "final.jsonl").entries), GENERATE_ENTRIES),
+                    building / "prompts.jsonl")
+        training = train_causal_lm_apart(tokenizer_dir=tokenizer_dir, tuning=tuning, target=building / "lm",
+                                         verbose=log is not None)
+        (building / "training.json").write_text(json.dumps({**training, "recipe": RECIPE}, indent=2, sort_keys=True),
+                                                encoding="utf-8")
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(building, folder)  # appears whole or not at all
+    training = json.loads((folder / "training.json").read_text(encoding="utf-8"))
+    campaign_file = folder / "campaign.toml"
+    text = generation_campaign_text(training)
+    if not campaign_file.is_file() or campaign_file.read_text(encoding="utf-8") != text:
+        write_atomically(campaign_file, text)
+    return campaign_file
+
+
+def generation_campaign_text(training: dict) -> str:
+    """Write the demo's generation campaign: the label word generated for 120 reviews, batch 1 against batch 8."""
+    threshold = int((training["heldout_accuracy"] - MARGIN) * 100) / 100
+    lines = [
+        f'campaign = "{GENERATE_CAMPAIGN}"',
+        f'title = "Demo: generate the verdict word for {GENERATE_ENTRIES} film reviews (a one-block GPT-2 trained for '
+        'seconds, CPU)"',
+        "", "[workload]", 'kind = "generate"',
+        "", "[corpus]", 'path = "prompts.jsonl"', 'split = "final"',
+        "", "[model]", 'path = "lm"',
+        "", "# The review as the MiniLM tokenizer encodes it ([CLS] review [SEP]); the model writes fresh or rotten,",
+        "# then [SEP]. Greedy decoding; 4 new tokens leave room to see an output that does not stop (it is counted).",
+        "[generation]", 'prompt_template = "{text}"', 'padding_side = "left"', "max_new_tokens = 4", "kv_cache = true",
+        'reference_metric = "normalised"',
+        "", "# 120 reviews and 3 repetitions instead of 1,000 and 5, declared here, to keep the first demo within minutes.",
+        "[protocol]", "repetitions = 3", f"max_length = {MAX_LENGTH}", 'padding = "longest"', 'truncation = "truncate"',
+        f"seed = {SEED}", "deterministic = true", 'reference_variant = "fp32-b1"', "min_agreement = 0.98",
+        "", f"# Set from the held-out label accuracy of the trained LM ({training['heldout_accuracy']:.4f}) minus {MARGIN},",
+        "# before any timing; its quality is what a model trained for seconds gives, and is stated as it is.",
+        "[protocol.thresholds]", f"reference_match = {threshold}",
+        "", "[protocol.buckets]", "short = 24", "medium = 40", 'long = "rest"',
+        "", "[protocol.warmup]", "batches = 2", "passes = 1",
+        "", "[decision]", "corpora = 20", 'window_start = "2026-09-28T09:00"', 'window_end = "2026-10-02T09:00"',
+        'time_zone = "Asia/Jakarta"',
+    ]
+    for name, batch in (("fp32-b1", 1), ("fp32-b8", 8)):
+        lines += ["", "[[variants]]", f'name = "{name}"', 'series = "batch"', f"batch_size = {batch}",
+                  'precision = "fp32"', 'attention = "sdpa"', 'device = "cpu"']
+    return "\n".join(lines) + "\n"

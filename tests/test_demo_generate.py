@@ -105,3 +105,18 @@ def test_trained_model_loads_as_causal_lm_says_a_label_stops_at_end_and_is_repro
         with torch.inference_mode():
             output = model.generate(**alone, max_new_tokens=4, do_sample=False)[0, alone["input_ids"].shape[1]:].tolist()
         assert output == row[:len(output)] and set(row[len(output):]) <= {tokenizer.pad_token_id}
+
+
+def test_the_demo_generation_campaign_declares_its_smaller_workload_and_its_threshold_before_timing(tmp_path):
+    """#42 part 5: 120 reviews, 3 repetitions, batch 1 against batch 8, greedy, the threshold from the held-out figure."""
+    from iteralab.run.campaign import load_campaign
+
+    (tmp_path / "campaign.toml").write_text(demo_generate.generation_campaign_text({"heldout_accuracy": 0.7462}),
+                                            encoding="utf-8")
+    campaign = load_campaign(tmp_path / "campaign.toml")
+    assert campaign.kind == "generate" and campaign.name == demo_generate.GENERATE_CAMPAIGN
+    assert [(v.name, v.batch_size) for v in campaign.variants] == [("fp32-b1", 1), ("fp32-b8", 8)]
+    protocol = campaign.protocol
+    assert protocol["repetitions"] == 3 and protocol["thresholds"] == {"reference_match": 0.69}
+    assert protocol["generation"]["decoding"] == "greedy" and protocol["generation"]["max_new_tokens"] == 4
+    assert protocol["decision"]["corpora"] == 20 and campaign.model_path == tmp_path / "lm"
