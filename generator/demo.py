@@ -13,12 +13,13 @@ import random
 import shutil
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.core.files import cache_root, sha256_file, write_atomically
 from iteralab.core.paths import sheets_folder
-from iteralab.demo_generate import GENERATE_CAMPAIGN, prepare_generation
+from iteralab.demo_generate import GENERATE_CAMPAIGN, build_generation, folder_name, prepare_generation
 from iteralab.run.corpus import Entry, load_corpus, token_counts, write_jsonl
 from iteralab.run.machine import model_files
 from iteralab.run.runner import run_campaign
@@ -255,7 +256,8 @@ def prepare_workspace(*, log=None) -> Path:
                 write_atomically(path, text)
         return campaign_file
     if log:
-        log(f"first run: building the demo corpora and fine-tuning the classifier once (cached in {workspace})")
+        log(f"first run: building the demo corpora, fine-tuning the classifier and training the small causal LM once "
+            f"(cached in {workspace})")
     entries = read_reviews(corpus_file)
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
     tuning, final = split_corpora(entries, token_counts(tokenizer, entries))
@@ -264,7 +266,12 @@ def prepare_workspace(*, log=None) -> Path:
     building.mkdir(parents=True)
     write_jsonl(tuning, building / "tuning.jsonl")
     write_jsonl(final, building / "final.jsonl")
-    training = fine_tune_apart(base, tuning, building / "model", log is not None)
+    # The LM trains on one thread beside the classifier's fine-tuning: the first demo is shorter by most of its time.
+    with ThreadPoolExecutor(1) as beside:
+        language_model = beside.submit(build_generation, folder=building / folder_name(), tokenizer_dir=base, tuning=tuning,
+                                       final=final, verbose=log is not None)
+        training = fine_tune_apart(base, tuning, building / "model", log is not None)
+        language_model.result()
     training.update(key_source=json.loads(key_source), final_fingerprint=load_corpus(building / "final.jsonl").fingerprint)
     (building / "training.json").write_text(json.dumps(training, indent=2, sort_keys=True), encoding="utf-8")
     (building / "campaign.toml").write_text(campaign_text(building, training), encoding="utf-8")

@@ -239,24 +239,32 @@ def recipe_key() -> str:
     return hashlib.sha256(json.dumps(RECIPE, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def folder_name() -> str:
+    """Return the folder, beside the demo's corpora, that holds the trained LM, its prompts and its campaign."""
+    return f"generate-{recipe_key()}"
+
+
+def build_generation(*, folder: Path, tokenizer_dir: Path, tuning: list[Entry], final: list[Entry], verbose: bool) -> None:
+    """Write the prompts and train the LM into FOLDER, which appears whole or not at all."""
+    building = folder.with_name(folder.name + f".building-{os.getpid()}")
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    write_jsonl(generation_entries(final, GENERATE_ENTRIES), building / "prompts.jsonl")
+    training = train_causal_lm_apart(tokenizer_dir=tokenizer_dir, tuning=tuning, target=building / "lm", verbose=verbose)
+    (building / "training.json").write_text(json.dumps({**training, "recipe": RECIPE}, indent=2, sort_keys=True),
+                                            encoding="utf-8")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(building, folder)
+
+
 def prepare_generation(*, workspace: Path, tokenizer_dir: Path, log=None) -> Path:
     """Train the LM once beside the demo's corpora (cached by its recipe); write the generation campaign; return it."""
-    folder = workspace / f"generate-{recipe_key()}"
+    folder = workspace / folder_name()
     if not (folder / "training.json").is_file():
         if log:
             log(f"first run: training the demo's small causal LM once (about 30 s; cached in {folder})")
-        building = folder.with_name(folder.name + f".building-{os.getpid()}")
-        shutil.rmtree(building, ignore_errors=True)
-        building.mkdir(parents=True)
-        tuning = list(load_corpus(workspace / "tuning.jsonl").entries)
-        write_jsonl(generation_entries(list(load_corpus(workspace / "final.jsonl").entries), GENERATE_ENTRIES),
-                    building / "prompts.jsonl")
-        training = train_causal_lm_apart(tokenizer_dir=tokenizer_dir, tuning=tuning, target=building / "lm",
-                                         verbose=log is not None)
-        (building / "training.json").write_text(json.dumps({**training, "recipe": RECIPE}, indent=2, sort_keys=True),
-                                                encoding="utf-8")
-        shutil.rmtree(folder, ignore_errors=True)
-        os.replace(building, folder)  # appears whole or not at all
+        build_generation(folder=folder, tokenizer_dir=tokenizer_dir, tuning=list(load_corpus(workspace / "tuning.jsonl").entries),
+                         final=list(load_corpus(workspace / "final.jsonl").entries), verbose=log is not None)
     training = json.loads((folder / "training.json").read_text(encoding="utf-8"))
     campaign_file = folder / "campaign.toml"
     text = generation_campaign_text(training)
