@@ -28,7 +28,7 @@ def causal_lm(tmp_path_factory):
 def generated_once(causal_lm, tmp_path_factory):
     """Run the tiny generation campaign once for the module; each test copies its runs folder."""
     folder = tmp_path_factory.mktemp("generated")
-    corpus = write_corpus(folder / "corpus.jsonl", corpus_rows())
+    corpus = write_corpus(folder / "corpus.jsonl", corpus_rows(12))
     # 16 new tokens: decoding takes several times the prefill, so no load on the machine hides it in the timers' noise.
     campaign = write_generation_campaign(folder, causal_lm, corpus, max_new_tokens=16)
     result = run_campaign(campaign_file=campaign, runs_dir=folder / "runs", quiet=True)
@@ -55,20 +55,20 @@ def test_a_generation_trial_keeps_prefill_decode_outputs_stop_reasons_and_the_kv
         assert list(phases)[4:7] == ["measured_window", "prefill", "decode"]
         assert phases["prefill"]["duration_ns"] > 0 and phases["decode"]["duration_ns"] > 0 and "derived" in phases["decode"]
         figures = trial["generation"]
-        assert figures["outputs"] == 24 and figures["output_tokens"] == 24 * 16  # random weights: every output is cut
-        assert figures["cut_by_max_new_tokens"] == 24 and figures["stopped_at_eos"] == 0
-        assert figures["output_tokens_per_s"] == pytest.approx(24 * 16 / (phases["measured_window"]["duration_ns"] / 1e9))
-        assert figures["decode_s_per_new_token"] == pytest.approx(phases["decode"]["duration_ns"] / 1e9 / (24 * 15))
+        assert figures["outputs"] == 12 and figures["output_tokens"] == 12 * 16  # random weights: every output is cut
+        assert figures["cut_by_max_new_tokens"] == 12 and figures["stopped_at_eos"] == 0
+        assert figures["output_tokens_per_s"] == pytest.approx(12 * 16 / (phases["measured_window"]["duration_ns"] / 1e9))
+        assert figures["decode_s_per_new_token"] == pytest.approx(phases["decode"]["duration_ns"] / 1e9 / (12 * 15))
         kv = figures["kv_cache"]
         batch = trial["variant_config"]["batch_size"]
         assert kv["shape"] == {"layers": 1, "kv_heads": 2, "head_dim": 8} and kv["sequences"] == batch
         assert kv["estimate_bytes"] == 2 * 1 * 2 * 8 * kv["tokens"] * batch * 4  # fp32: 4 bytes a value
         assert kv["measured_bytes"] is None and "no CUDA device" in kv["measured_reason"]
         rows = [json.loads(line) for line in (runs / trial["predictions"]["path"]).read_text().split("\n") if line]
-        assert sorted(row["id"] for row in rows) == sorted(row["id"] for row in corpus_rows())
+        assert sorted(row["id"] for row in rows) == sorted(row["id"] for row in corpus_rows(12))
         assert all(row["stop_reason"] == "max_new_tokens" and len(row["token_ids"]) == row["new_tokens"] == 16 for row in rows)
         assert kv["tokens"] == longest_prompt + 16  # the longest prompt the window executed, then max_new_tokens
-        assert trial["id_check"]["ids_match"] and trial["quality"]["overall"]["cut_by_max_new_tokens"] == 24
+        assert trial["id_check"]["ids_match"] and trial["quality"]["overall"]["cut_by_max_new_tokens"] == 12
     from iteralab.run.summary import format_summary, summarize
 
     shown = format_summary(summarize(result.trials))
@@ -239,3 +239,16 @@ def test_a_model_folders_own_generation_config_does_not_change_the_declared_deco
         "prompt_template": "{text}", "padding_side": "left", "max_new_tokens": 4, "kv_cache": True, "sampling": None}}
     work = generate.Work(*generate.load_model(model, variant), variant, protocol)
     assert (work.config.repetition_penalty, work.config.no_repeat_ngram_size, work.config.do_sample) == (1.0, 0, False)
+
+
+@pytest.mark.slow
+def test_dynamic_int8_on_a_gpt2_is_refused_in_its_first_stage_rather_than_timed_as_int8(causal_lm, tmp_path):
+    """GPT-2 keeps its weights in Conv1D layers, which quantize_dynamic leaves in fp32: the variant would not be int8."""
+    corpus = write_corpus(tmp_path / "corpus.jsonl", corpus_rows(4))
+    int8 = '\n[[variants]]\nname = "int8-b4"\nseries = "precision"\nbatch_size = 4\nquantization = "dynamic-int8"\n'
+    path = write_generation_campaign(tmp_path, causal_lm, corpus, repetitions=1, batch_sizes=(1,), extra=int8)
+    result = run_campaign(campaign_file=path, runs_dir=tmp_path / "runs", quiet=True, warn=lambda _: None)
+    found = result.manifest["stages"]["variants"]["int8-b4"]
+    assert (found["passed"], found["failed_phase"]) == (False, "model_load")
+    assert "most of it would stay fp32" in found["error"]
+    assert [(t["variant"], t["status"]) for t in result.trials] == [("b1", "ok"), ("int8-b4", "error")]

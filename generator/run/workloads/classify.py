@@ -85,8 +85,16 @@ def load_model(model_dir, variant):
 
 
 def quantize(model):
-    """Quantize the Linear layers dynamically to int8 (CPU, from fp32 weights)."""
+    """Quantize the Linear layers dynamically to int8 (CPU, from fp32 weights); refuse a model they would leave in fp32."""
     import torch
+
+    # GPT-2's attention and MLP weights are transformers' Conv1D, which quantize_dynamic does not touch: the variant
+    # would time an fp32 model with an int8 head under the name int8.
+    others = sorted({type(module).__name__ for module in model.modules() if type(module).__name__ == "Conv1D"})
+    if others:
+        raise ValueError(f"dynamic-int8 quantizes torch.nn.Linear layers only, and this model's attention and MLP weights "
+                         f"are {', '.join(others)} layers: most of it would stay fp32 while the variant says int8; leave "
+                         "this variant out or quantize the model yourself and save it")
 
     with warnings.catch_warnings():
         # torch marks eager dynamic quantization deprecated in favour of torchao, which is not a dependency
