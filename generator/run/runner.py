@@ -14,6 +14,7 @@ from iteralab.core.language import Text
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, refuse_changed_protocol, rotation
 from iteralab.run.corpus import Corpus, load_corpus
+from iteralab.run.devices import apply_determinism, check_determinism, check_devices, determinism
 from iteralab.run.machine import code_version, machine_facts, model_files
 from iteralab.run.rental import check_machine, find_rental, rental_link
 from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
@@ -90,6 +91,8 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     campaign = load_campaign(campaign_file)
+    check_devices(campaign)  # before any model loads: a device this machine lacks, or determinism CUDA cannot hold
+    check_determinism(campaign)
     runs_dir = Path(runs_dir)
     environment = machine_facts()
     rental = None
@@ -125,7 +128,6 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
         fingerprint, model, token_counts, bucket_of,
         {bucket["name"]: sum(1 for b in bucket_of.values() if b == bucket["name"]) for bucket in protocol["buckets"]},
         len(over), plan, existing, environment=environment, rental=rental, resumption=resumption)
-    _check_devices(campaign)
     return prepared
 
 
@@ -146,15 +148,6 @@ def _bucket(count: int, buckets: list[dict]) -> str:
         if bucket["max_tokens"] is None or count <= bucket["max_tokens"]:
             return bucket["name"]
     return "above every bucket limit"
-
-
-def _check_devices(campaign: Campaign) -> None:
-    import torch
-
-    for variant in campaign.variants:
-        if variant.device.startswith("cuda") and not torch.cuda.is_available():
-            raise UserError(f"{campaign.source}: variant {variant.name} asks for {variant.device}, "
-                            "but torch sees no CUDA device here; run it on a GPU machine or set device = \"cpu\"")
 
 
 def _campaign_records(runs_dir: Path, name: str) -> list[dict]:
@@ -251,6 +244,7 @@ def _manifest(prepared: Prepared) -> dict:
         variants={variant.name: variant.config() for variant in campaign.variants},
         plan=plan_data(prepared)["plan"],
         seed=campaign.protocol["seed"], deterministic=campaign.protocol["deterministic"],
+        determinism=determinism(campaign.protocol),
         stages=prepared.stages,
     )
     if prepared.rental is not None:
@@ -354,8 +348,7 @@ def _check_environment(variant, protocol: dict) -> None:
 
     if variant.device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"{variant.device} is not available")
-    torch.manual_seed(protocol["seed"])
-    torch.use_deterministic_algorithms(protocol["deterministic"], warn_only=True)
+    apply_determinism(protocol)
 
 
 def _compiled(clock: PhaseClock, prepared: Prepared, variant, tokenizer, model):

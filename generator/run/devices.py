@@ -1,0 +1,76 @@
+"""Check a campaign's devices and determinism against this machine before any model loads or any timing."""
+
+from __future__ import annotations
+
+import os
+
+from iteralab.core.errors import UserError
+from iteralab.core.language import Text
+
+# cuBLAS gives reproducible results under torch.use_deterministic_algorithms only with one of these workspaces.
+CUBLAS_WORKSPACES = (":4096:8", ":16:8")
+
+
+def _torch_cuda():
+    import torch
+
+    return torch.cuda
+
+
+def check_devices(campaign, cuda=None) -> None:
+    """Refuse a variant whose device this machine lacks, naming the devices there are (CUDA stands in for tests)."""
+    cuda = cuda or _torch_cuda()
+    available = cuda.is_available()
+    count = cuda.device_count() if available else 0
+    there = ", ".join(f"cuda:{index} ({cuda.get_device_name(index)})" for index in range(count)) or "none"
+    for variant in campaign.variants:
+        if not variant.device.startswith("cuda"):
+            continue
+        index = int(variant.device.partition(":")[2] or 0)
+        if not available:
+            raise UserError(f"{campaign.source}: variant {variant.name} asks for {variant.device}, but torch sees no CUDA "
+                            "device here; run it on a GPU machine or set device = \"cpu\"")
+        if index >= count:
+            raise UserError(f"{campaign.source}: variant {variant.name} asks for {variant.device}, but this machine has "
+                            f"{count} CUDA device(s): {there}; set device to one of them (nothing was timed)")
+
+
+def check_determinism(campaign, environ=None) -> None:
+    """Refuse deterministic = true on CUDA without the cuBLAS workspace that makes it hold, saying what to set."""
+    environ = os.environ if environ is None else environ
+    cuda = [variant.name for variant in campaign.variants if variant.device.startswith("cuda")]
+    if campaign.protocol["deterministic"] and cuda and environ.get("CUBLAS_WORKSPACE_CONFIG") not in CUBLAS_WORKSPACES:
+        raise UserError(f"{campaign.source}: [protocol] deterministic = true, but CUBLAS_WORKSPACE_CONFIG is "
+                        f"{environ.get('CUBLAS_WORKSPACE_CONFIG') or 'not set'}: cuBLAS is not deterministic on CUDA "
+                        f"without it (variants {', '.join(cuda)}); run with CUBLAS_WORKSPACE_CONFIG=:4096:8 in the "
+                        "environment, or set deterministic = false (a new protocol)")
+
+
+def determinism(protocol: dict) -> dict:
+    """Describe the determinism the trials run under, as it really is (for the manifest)."""
+    import torch
+
+    requested = protocol["deterministic"]
+    return {
+        "requested": requested,
+        "how": Text("torch.use_deterministic_algorithms(True, warn_only=True): an operation without a deterministic "
+                    "implementation warns instead of failing, so results are requested deterministic, not guaranteed")
+        if requested else Text("not requested"),
+        "guaranteed": False,
+        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        "cudnn_deterministic": requested,
+        "cudnn_benchmark": False if requested else torch.backends.cudnn.benchmark,
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+
+
+def apply_determinism(protocol: dict) -> None:
+    """Seed torch and set its deterministic algorithms, cuDNN's included, as the protocol says."""
+    import torch
+
+    torch.manual_seed(protocol["seed"])
+    torch.use_deterministic_algorithms(protocol["deterministic"], warn_only=True)
+    if protocol["deterministic"]:
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False

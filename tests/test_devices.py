@@ -1,0 +1,109 @@
+"""Devices and determinism checked before any model loads (#44): what a rented GPU machine lacks is refused first."""
+
+from __future__ import annotations
+
+import weakref
+
+import pytest
+from bs4 import BeautifulSoup
+
+from iteralab.core.errors import UserError
+from iteralab.run import devices, runner
+from iteralab.run.campaign import load_campaign
+from iteralab.run.workloads import classify
+
+
+class TwoCards:
+    """Stands in for torch.cuda on a machine with two B200s: the hardware, not the code under test."""
+
+    def is_available(self):
+        return True
+
+    def device_count(self):
+        return 2
+
+    def get_device_name(self, index):
+        return "NVIDIA B200"
+
+
+class NoCard(TwoCards):
+    def is_available(self):
+        return False
+
+    def device_count(self):
+        return 0
+
+
+def with_device(path, device: str):
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace('batch_size = 1\n', f'batch_size = 1\ndevice = "{device}"\n', 1), encoding="utf-8")
+    return load_campaign(path)
+
+
+def test_a_device_the_machine_lacks_is_refused_with_the_devices_there_are(tiny_campaign):
+    campaign = with_device(tiny_campaign(), "cuda:3")
+    with pytest.raises(UserError) as caught:
+        devices.check_devices(campaign, TwoCards())
+    assert ("variant b1 asks for cuda:3, but this machine has 2 CUDA device(s): cuda:0 (NVIDIA B200), cuda:1 (NVIDIA "
+            "B200); set device to one of them (nothing was timed)") in str(caught.value)
+    devices.check_devices(with_device(tiny_campaign(), "cuda:1"), TwoCards())  # there: no refusal
+    with pytest.raises(UserError, match="torch sees no CUDA device here"):
+        devices.check_devices(with_device(tiny_campaign(), "cuda"), NoCard())
+
+
+def test_deterministic_on_cuda_needs_the_cublas_workspace_and_says_what_to_set(tiny_campaign):
+    campaign = with_device(tiny_campaign(), "cuda:0")
+    with pytest.raises(UserError) as caught:
+        devices.check_determinism(campaign, {})
+    assert "CUBLAS_WORKSPACE_CONFIG is not set" in str(caught.value) and "CUBLAS_WORKSPACE_CONFIG=:4096:8" in str(caught.value)
+    devices.check_determinism(campaign, {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"})
+    devices.check_determinism(load_campaign(tiny_campaign()), {})  # a CPU campaign needs no cuBLAS setting
+
+
+def test_on_this_machine_a_cuda_variant_is_refused_before_any_model_loads(tiny_campaign, tmp_path, cli, monkeypatch):
+    loads = []
+    monkeypatch.setattr(classify, "check_model", lambda *args: loads.append(args))
+    path = tiny_campaign()
+    with_device(path, "cuda:0")
+    code, _, err = cli("run", path, "--runs", tmp_path / "runs", "--dry-run")
+    assert code == 1 and "asks for cuda:0, but torch sees no CUDA device here" in err and loads == []
+
+
+@pytest.mark.slow
+def test_the_manifest_says_determinism_as_it_is_and_the_model_is_gone_before_memory_is_released(
+        tiny_campaign, tmp_path, monkeypatch):
+    """Regression for #44: release() emptied the CUDA cache while the trial's model was still referenced."""
+    loaded, alive_at_release = [], []
+    real_load, real_release = classify.load_model, runner.release
+
+    def load(model_dir, variant):
+        tokenizer, model = real_load(model_dir, variant)
+        loaded.append(weakref.ref(model))
+        return tokenizer, model
+
+    def release(device):
+        alive_at_release.append(loaded[-1]() is not None)
+        real_release(device)
+
+    monkeypatch.setattr(classify, "load_model", load)
+    monkeypatch.setattr(runner, "release", release)
+    result = runner.run_campaign(campaign_file=tiny_campaign(repetitions=1, batch_sizes=(1, 4)), runs_dir=tmp_path / "runs",
+                                 quiet=True, stages=False)
+    assert [t["status"] for t in result.trials] == ["ok", "ok"] and alive_at_release == [False, False]
+    said = result.manifest["determinism"]
+    assert said["requested"] is True and said["guaranteed"] is False and "warn_only=True" in said["how"]
+    assert said["float32_matmul_precision"] in ("highest", "high", "medium")
+
+
+def test_the_campaign_page_says_determinism_is_requested_not_guaranteed(tmp_path, cli):
+    from iteralab.store import records
+    from tests import factory
+
+    runs = tmp_path / "runs"
+    manifest = factory.manifest("plain")
+    records.append(runs, manifest)
+    records.append(runs, factory.trial(manifest))
+    assert cli("build", "--runs", runs, "--out", tmp_path / "site")[0] == 0
+    page = BeautifulSoup((tmp_path / "site" / "campaigns" / "plain" / "index.html").read_text(), "html.parser")
+    seed = next(dt for dt in page.select("dt") if dt.get_text() == "Seed").find_next_sibling("dd").get_text()
+    assert "deterministic algorithms requested" in seed and "not guaranteed" in seed and " on" not in seed
