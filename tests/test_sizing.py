@@ -193,3 +193,29 @@ def test_demo_encoder_parameters_from_safetensors_match_loading_it_in_torch():
     model = AutoModel.from_pretrained(base, local_files_only=True)
     assert architecture.parameters == sum(p.numel() for p in model.parameters())
     assert architecture.encoder and (architecture.layers, architecture.kv_heads, architecture.head_dim) == (None, None, None)
+
+
+@pytest.mark.slow
+def test_the_dynamic_int8_estimate_follows_what_quantization_converts_within_a_tenth_of_the_real_state(cli):
+    """#44: --bits 8 counts every parameter at a byte; dynamic int8 converts Linear layers only (MiniLM: half its weights)."""
+    from transformers import AutoModel
+
+    from iteralab.demo import locate_inputs
+    from iteralab.money.quantized import dynamic_int8_bytes, state_bytes
+    from iteralab.run.workloads.classify import quantize
+
+    base, _ = locate_inputs()
+    found = dynamic_int8_bytes(base)
+    real = state_bytes(quantize(AutoModel.from_pretrained(base, local_files_only=True)))
+    assert abs(found["bytes"] - real) <= real / 10, (found, real)
+    assert found["int8_parameters"] + found["fp32_parameters"] == 22_713_216  # every parameter counted once
+    code, out, _ = cli("size", "--model", base, "--quantization", "dynamic-int8", "--json")
+    shown = json.loads(out)
+    assert code == 0 and shown["quantized"]["bytes"] == found["bytes"]
+    code, out, _ = cli("size", "--model", base, "--bits", "8", "--json")
+    assert json.loads(out)["rows"][0]["weights_bytes"] < real / 2  # the old estimate: every parameter at a byte
+
+
+def test_quantization_without_a_model_says_what_it_needs(cli):
+    code, _, err = cli("size", "--params", "7e9", "--quantization", "dynamic-int8")
+    assert code == 2 and "--quantization needs --model" in err

@@ -58,17 +58,19 @@ def schedule_command(start, end, tz, gpu, lots, catalog, as_json):
 @click.option("--head-dim", type=click.IntRange(min=1), help="head dimension, when --model does not give it")
 @click.option("--mode", type=click.Choice(["inference", "training"]), default="inference",
               help="training lists the further items to document")
+@click.option("--quantization", type=click.Choice(["dynamic-int8"]),
+              help="count what the variant converts: Linear weights in int8, every other weight fp32 (needs --model)")
 @catalog_option
 @json_option
-def size(params, model, bits, reserve_gib, table, kv, tokens, sequences, kv_bits, layers, kv_heads, head_dim, mode, catalog,
-         as_json):
+def size(params, model, bits, reserve_gib, table, kv, tokens, sequences, kv_bits, layers, kv_heads, head_dim, mode,
+         quantization, catalog, as_json):
     """Estimate memory per GPU: weights, your reserve and KV cache, against the catalog's cards."""
     if (params is None) == (model is None):
         raise UsageError("give either --params or --model")
     kv_cache = {"tokens": tokens, "sequences": sequences, "bits": kv_bits, "layers": layers, "kv_heads": kv_heads,
              "head_dim": head_dim} if kv else None
     result = sizing.estimate(params=params, model=model, bits=bits, reserve_gib=reserve_gib, table=table, kv=kv_cache,
-                             training=mode == "training", catalog=prices.load_catalog(catalog))
+                             training=mode == "training", catalog=prices.load_catalog(catalog), quantization=quantization)
     emit(as_json, result, sizing.describe(result))
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from iteralab.core.errors import UsageError, UserError
 from iteralab.money.catalog import GIB, Catalog
+from iteralab.money.quantized import describe as describe_quantized
+from iteralab.money.quantized import dynamic_int8_bytes
 
 TABLE_BITS = (32, 16, 8, 4)
 THEORETICAL_NOTE = "theoretical: quantization metadata (scales, zero points) and layers kept in other formats are not counted"
@@ -234,8 +236,14 @@ def _kv(options: dict, architecture: Architecture | None) -> dict:
 
 
 def estimate(*, params: str | None, model: Path | None, bits: int, reserve_gib: str, table: bool, kv: dict | None,
-             training: bool, catalog: Catalog) -> dict:
-    """Compute weights, envelope, KV cache and card fit; every figure as exact text."""
+             training: bool, catalog: Catalog, quantization: str | None = None) -> dict:
+    """Compute weights, envelope, KV cache and card fit; every figure as exact text.
+
+    QUANTIZATION "dynamic-int8" counts what the runner's variant converts (Linear weights to int8, the rest fp32),
+    read from MODEL's architecture, instead of every parameter at BITS.
+    """
+    if quantization and model is None:
+        raise UsageError("--quantization needs --model: which weights are Linear layers is read from the model")
     architecture = read_architecture(model) if model else None
     parameters = architecture.parameters if architecture else parse_count(params, "--params")
     reserve_text, reserve = _reserve_bytes(reserve_gib)
@@ -246,13 +254,16 @@ def estimate(*, params: str | None, model: Path | None, bits: int, reserve_gib: 
         rows.append({"bits": row_bits, "weights_bytes": int(weights), "weights_gb": str(gb(weights)), "weights_gib": str(gib(weights)),
                      "envelope_gib": str(gib(weights + reserve)), "envelope_gb": str(gb(weights + reserve)),
                      "note": THEORETICAL_NOTE if row_bits == 4 else None})
-    need = weights_bytes(parameters, bits) + reserve + (cache_line["bytes"] if cache_line else 0)
+    quantized = dynamic_int8_bytes(model) if quantization else None
+    weights = Decimal(quantized["bytes"]) if quantized else weights_bytes(parameters, bits)
+    need = weights + reserve + (cache_line["bytes"] if cache_line else 0)
     cards = [{**card, "capacity_gb": None if card["capacity_gb"] is None else str(card["capacity_gb"]),
               "capacity_gib": None if card["capacity_gib"] is None else str(card["capacity_gib"])} for card in card_fit(catalog, need)]
     return {"parameters": parameters,
             "parameters_source": f"read from the safetensors headers in {architecture.source}" if architecture else "given",
             "bits": bits, "reserve_gib": str(reserve_text), "rows": rows, "kv_cache": cache_line, "need_per_gpu_gib": str(gib(need)),
-            "cards": cards, "training_items": [item for item, _ in TRAINING_ITEMS] if training else None}
+            "cards": cards, "training_items": [item for item, _ in TRAINING_ITEMS] if training else None,
+            "quantized": quantized}
 
 
 def describe(result: dict) -> str:
@@ -268,7 +279,10 @@ def describe(result: dict) -> str:
         lines.append(f"KV cache: 2 x {kv['layers']} layers x {kv['kv_heads']} KV heads x {kv['head_dim']} head dim x {kv['tokens']} tokens "
                      f"x {kv['sequences']} sequences x {kv['bits'] / 8:g} bytes = {kv['bytes']:,} B = {kv['mib']} MiB = {kv['gib']} GiB "
                      "(on top of the envelope)" + (f"  [{kv['note']}]" if kv["note"] else ""))
-    lines.append(f"Per GPU at {result['bits']} bit{' with KV cache' if kv else ''}: {result['need_per_gpu_gib']} GiB needed "
+    if result.get("quantized"):
+        lines.append(describe_quantized(result["quantized"]) + "; the per-GPU need below counts this instead of the bits")
+    weights_as = "dynamic int8" if result.get("quantized") else f"{result['bits']} bit"
+    lines.append(f"Per GPU at {weights_as}{' with KV cache' if kv else ''}: {result['need_per_gpu_gib']} GiB needed "
                  "(a model is never assumed to split across cards; GB = 10^9 B, GiB = 2^30 B)")
     for card in result["cards"]:
         capacity = f"{card['capacity_gb']} GB = {card['capacity_gib']} GiB" if card["capacity_gb"] is not None else "capacity not stated"
