@@ -8,7 +8,7 @@ import sys
 import click
 
 from iteralab import __version__
-from iteralab.cli import evidence, planning, work
+from iteralab.cli import evidence, machine, planning, work
 from iteralab.core.errors import UsageError, UserError
 
 
@@ -18,7 +18,7 @@ def cli():
     """Benchmark rented GPUs offline and publish the evidence as a static site."""
 
 
-for command in (*planning.COMMANDS, *work.COMMANDS, *evidence.COMMANDS):
+for command in (*machine.COMMANDS, *planning.COMMANDS, *work.COMMANDS, *evidence.COMMANDS):
     cli.add_command(command)
 
 

@@ -17,33 +17,52 @@ def _torch_cuda():
     return torch.cuda
 
 
-def check_devices(campaign, cuda=None) -> None:
-    """Refuse a variant whose device this machine lacks, naming the devices there are (CUDA stands in for tests)."""
+def device_findings(campaign, cuda=None) -> list[dict]:
+    """Each variant's device, found on this machine or missing with why (never raises; CUDA stands in for tests)."""
     cuda = cuda or _torch_cuda()
     available = cuda.is_available()
     count = cuda.device_count() if available else 0
     there = ", ".join(f"cuda:{index} ({cuda.get_device_name(index)})" for index in range(count)) or "none"
+    findings = []
     for variant in campaign.variants:
-        if not variant.device.startswith("cuda"):
-            continue
-        index = int(variant.device.partition(":")[2] or 0)
-        if not available:
-            raise UserError(f"{campaign.source}: variant {variant.name} asks for {variant.device}, but torch sees no CUDA "
-                            "device here; run it on a GPU machine or set device = \"cpu\"")
-        if index >= count:
-            raise UserError(f"{campaign.source}: variant {variant.name} asks for {variant.device}, but this machine has "
-                            f"{count} CUDA device(s): {there}; set device to one of them (nothing was timed)")
+        problem = None
+        if variant.device.startswith("cuda"):
+            index = int(variant.device.partition(":")[2] or 0)
+            if not available:
+                problem = (f"{campaign.source}: variant {variant.name} asks for {variant.device}, but torch sees no CUDA "
+                           "device here; run it on a GPU machine or set device = \"cpu\"")
+            elif index >= count:
+                problem = (f"{campaign.source}: variant {variant.name} asks for {variant.device}, but this machine has "
+                           f"{count} CUDA device(s): {there}; set device to one of them (nothing was timed)")
+        findings.append({"variant": variant.name, "device": variant.device, "found": problem is None,
+                         "problem": problem})
+    return findings
+
+
+def check_devices(campaign, cuda=None) -> None:
+    """Refuse a variant whose device this machine lacks, naming the devices there are (CUDA stands in for tests)."""
+    for finding in device_findings(campaign, cuda):
+        if finding["problem"]:
+            raise UserError(finding["problem"])
+
+
+def determinism_problem(campaign, environ=None) -> str | None:
+    """Why deterministic = true cannot hold on this campaign's CUDA variants here, or None (never raises)."""
+    environ = os.environ if environ is None else environ
+    cuda = [variant.name for variant in campaign.variants if variant.device.startswith("cuda")]
+    if campaign.protocol["deterministic"] and cuda and environ.get("CUBLAS_WORKSPACE_CONFIG") not in CUBLAS_WORKSPACES:
+        return (f"{campaign.source}: [protocol] deterministic = true, but CUBLAS_WORKSPACE_CONFIG is "
+                f"{environ.get('CUBLAS_WORKSPACE_CONFIG') or 'not set'}: cuBLAS is not deterministic on CUDA "
+                f"without it (variants {', '.join(cuda)}); run with CUBLAS_WORKSPACE_CONFIG=:4096:8 in the "
+                "environment, or set deterministic = false (a new protocol)")
+    return None
 
 
 def check_determinism(campaign, environ=None) -> None:
     """Refuse deterministic = true on CUDA without the cuBLAS workspace that makes it hold, saying what to set."""
-    environ = os.environ if environ is None else environ
-    cuda = [variant.name for variant in campaign.variants if variant.device.startswith("cuda")]
-    if campaign.protocol["deterministic"] and cuda and environ.get("CUBLAS_WORKSPACE_CONFIG") not in CUBLAS_WORKSPACES:
-        raise UserError(f"{campaign.source}: [protocol] deterministic = true, but CUBLAS_WORKSPACE_CONFIG is "
-                        f"{environ.get('CUBLAS_WORKSPACE_CONFIG') or 'not set'}: cuBLAS is not deterministic on CUDA "
-                        f"without it (variants {', '.join(cuda)}); run with CUBLAS_WORKSPACE_CONFIG=:4096:8 in the "
-                        "environment, or set deterministic = false (a new protocol)")
+    problem = determinism_problem(campaign, environ)
+    if problem:
+        raise UserError(problem)
 
 
 def determinism(protocol: dict) -> dict:

@@ -15,6 +15,7 @@ import iteralab
 from iteralab.core.errors import UserError
 from iteralab.core.files import sha256_file
 from iteralab.money.sizing import safetensors_parameters
+from iteralab.run import smi
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "pandas")
 TOKENIZER_FILE_PREFIXES = ("tokenizer", "vocab", "special_tokens_map", "merges", "spiece", "sentencepiece")
@@ -76,14 +77,41 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
-def _driver_version() -> tuple:
-    if shutil.which("nvidia-smi") is None:
-        return None, "nvidia-smi is not installed"
-    result = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True, timeout=30)
-    if result.returncode != 0 or not result.stdout.strip():
-        return None, f"nvidia-smi failed: {result.stderr.strip()[:200] or 'no output'}"
-    return result.stdout.strip().splitlines()[0], None
+def gpu_list(torch) -> list[dict]:
+    """Each GPU torch sees: name, memory in bytes and architecture (sm_XY on CUDA, gfx... from gcnArchName on ROCm)."""
+    hip = getattr(torch.version, "hip", None)
+    gpus = []
+    for index in range(torch.cuda.device_count()):
+        properties = torch.cuda.get_device_properties(index)
+        gpu = {"index": index, "name": properties.name, "total_memory_bytes": properties.total_memory}
+        if hip:
+            gcn = getattr(properties, "gcnArchName", None) or None
+            gpu.update(gcn_arch_name=gcn, architecture=gcn.split(":")[0] if gcn else None)
+        else:
+            gpu["architecture"] = smi.sm_architecture(tuple(torch.cuda.get_device_capability(index)))
+        gpu["architecture_reason"] = None if gpu["architecture"] else "torch gives no architecture for this device"
+        gpus.append(gpu)
+    return gpus
+
+
+def gpu_stack(hip: bool) -> dict:
+    """The GPU driver and its source, the ROCm user-space version and the GPUs the vendor's tool lists.
+
+    A ROCm build of torch asks AMD's tools; any other build asks NVIDIA's first, then AMD's, so a CPU build of torch on
+    a GPU machine (a wrong image) still records the driver there is.
+    """
+    not_rocm = {"rocm_version": None, "rocm_version_reason": "this torch build has no ROCm/HIP",
+                "rocm_version_source": None}
+    if hip:
+        return smi.amd_facts()
+    nvidia = smi.nvidia_facts()
+    if nvidia["driver_version"]:
+        return {**nvidia, **not_rocm}
+    amd = smi.amd_facts()
+    if amd["driver_version"]:
+        return amd
+    return {**amd, "driver_version_reason": f"no GPU driver found: {nvidia['driver_version_reason']}; "
+                                           f"{amd['driver_version_reason']}"}
 
 
 def machine_facts() -> dict:
@@ -109,15 +137,10 @@ def machine_facts() -> dict:
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     info["cudnn_version"], info["cudnn_version_reason"] = _with_reason(cudnn, "cuDNN is not available to this torch build")
     info["hip_version"], info["hip_version_reason"] = _with_reason(getattr(torch.version, "hip", None), "this torch build has no ROCm/HIP")
+    info.update(gpu_stack(bool(info["hip_version"])))
     if cuda_available:
-        info["driver_version"], info["driver_version_reason"] = _driver_version()
-        gpus = []
-        for index in range(torch.cuda.device_count()):
-            properties = torch.cuda.get_device_properties(index)
-            gpus.append({"index": index, "name": properties.name, "total_memory_bytes": properties.total_memory})
-        info["gpus"], info["gpus_reason"] = gpus, None
+        info["gpus"], info["gpus_reason"] = gpu_list(torch), None
     else:
-        info["driver_version"], info["driver_version_reason"] = None, "no CUDA device visible to torch"
         info["gpus"], info["gpus_reason"] = None, "no CUDA device visible to torch"
     info["gpu_count"] = torch.cuda.device_count() if cuda_available else 0
     info["cpu"] = {
@@ -132,5 +155,6 @@ def machine_facts() -> dict:
         "torch_inter_op": torch.get_num_interop_threads(),
         **{name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM")},
     }
+    info["os"] = smi.os_release()
     info["hf_hub_offline"] = os.environ.get("HF_HUB_OFFLINE")
     return info
