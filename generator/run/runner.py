@@ -12,6 +12,7 @@ from iteralab.core.errors import UserError
 from iteralab.core.files import copy_atomically, writing
 from iteralab.core.language import Text
 from iteralab.core.paths import DEFAULT_RUNS
+from iteralab.money.quantized import dynamic_int8_bytes
 from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, refuse_changed_protocol, rotation
 from iteralab.run.corpus import Corpus, load_corpus
 from iteralab.run.devices import apply_determinism, check_determinism, check_devices, determinism
@@ -103,6 +104,8 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
     workload, protocol = WORKLOADS[campaign.kind], campaign.protocol
     # A random head, no vocabulary or a model of another kind of work is refused here, before any timing.
     model = workload.check_model(campaign.model_path, _model_config(campaign.model_path), protocol)
+    if any(variant.quantization == "dynamic-int8" for variant in campaign.variants):
+        model["dynamic_int8"] = dynamic_int8_bytes(campaign.model_path)  # what the int8 variants keep, for the estimate
     corpus = load_corpus(campaign.corpus_path)
     workload.check_corpus(corpus, model, campaign)
     token_counts = _token_counts(campaign, corpus)

@@ -30,6 +30,18 @@ def reset_host_peak() -> bool:
         return False
 
 
+def host_rss() -> int | None:
+    """Return the process's resident set size now, in bytes (None where /proc cannot tell)."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def host_peak_rss() -> int:
     """Return the peak RSS in bytes since the last reset (or since start when resets are impossible)."""
     try:
@@ -85,6 +97,8 @@ class PhaseClock:
             torch.cuda.reset_peak_memory_stats(self.device)
         if not reset_host_peak():
             self.host_scope = HOST_RSS_LIFETIME
+        # The baseline: what the process held before the phase (the interpreter and torch, before a model loads).
+        at_start = host_rss()
         start = time.perf_counter_ns()
         completed = False
         try:
@@ -94,7 +108,7 @@ class PhaseClock:
             if completed:
                 self._sync()
             self.phases[name] = {"duration_ns": time.perf_counter_ns() - start, "completed": completed,
-                                 **self._memory()}
+                                 "host_rss_at_start_bytes": at_start, **self._memory()}
 
     def skip(self, name: str, reason: str):
         """Record a phase that does not apply to this variant."""

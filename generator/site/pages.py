@@ -10,7 +10,7 @@ from pathlib import Path
 
 from iteralab.core import language, processes
 from iteralab.core.errors import CampaignFailed, within_campaign
-from iteralab.core.language import Text
+from iteralab.core.language import Figure, Text
 from iteralab.decision.report import Report, decide
 from iteralab.decision.text import figures_digest
 from iteralab.money.catalog import Catalog, gb_to_gib
@@ -191,18 +191,41 @@ def sizing_rows(views: list[CampaignView]) -> list[dict]:
         model = view.manifests[-1]["model"] if view.manifests else {}
         parameters = model.get("parameters")
         for variant in view.variants:
-            bits = 8 if variant.config.get("quantization") == "dynamic-int8" else {"fp32": 32, "bf16": 16, "fp16": 16}.get(
-                variant.config.get("precision"), 32)
+            int8 = variant.config.get("quantization") == "dynamic-int8"
+            bits = 8 if int8 else {"fp32": 32, "bf16": 16, "fp16": 16}.get(variant.config.get("precision"), 32)
+            # Dynamic int8 keeps every weight that is not a Linear layer in fp32: the manifest counts what it converts.
+            estimate = (model.get("dynamic_int8") or {}).get("bytes") if int8 else None
+            if estimate is None and parameters is not None:
+                estimate = int(weights_bytes(parameters, bits))
             allocated, allocated_reason = variant.peak("gpu_peak_allocated_bytes")
             reserved, reserved_reason = variant.peak("gpu_peak_reserved_bytes")
-            rss, rss_reason = variant.peak("host_peak_rss_bytes")
+            rss, rss_reason = rss_above_baseline(variant)
             figures = generation.of_summary(variant)  # the KV cache where its trials carry the generation object
             rows.append({"campaign": view.name, "variant": variant.label, "parameters": parameters,
                          "parameters_reason": model.get("parameters_reason") or Text("no manifest with a parameter count"),
-                         "bits": bits, "estimate": None if parameters is None else int(weights_bytes(parameters, bits)),
+                         "bits": Text("int8 (Linear layers), fp32 (the rest)") if int8 and model.get("dynamic_int8") else bits,
+                         "estimate": estimate,
                          "allocated": allocated, "allocated_reason": allocated_reason, "reserved": reserved,
                          "reserved_reason": reserved_reason, "rss": rss, "rss_reason": rss_reason,
                          "kv": figures["kv_cache"] if figures else None})
     return rows
 
 
+
+
+def rss_above_baseline(variant) -> tuple[int | None, str | None]:
+    """Return the highest host RSS above what the process held before its model loaded, over ok trials, or the reason."""
+    values = []
+    for trial in variant.counted:
+        phases = trial["phases"] if trial["status"] == "ok" else {}
+        baseline = (phases.get("model_load") or {}).get("host_rss_at_start_bytes")
+        peaks = [phase.get("host_peak_rss_bytes") for name, phase in phases.items() if name != "environment_check"]
+        if baseline is not None and any(peak is not None for peak in peaks):
+            values.append(max(peak for peak in peaks if peak is not None) - baseline)
+    if values:
+        return max(values), None
+    peak, reason = variant.peak("host_peak_rss_bytes")
+    if peak is not None:  # recorded before the baseline existed: the raw peak, said for what it is
+        return None, Text("no baseline before the model loads was recorded (a runner before this one): the process's "
+                          "peak, {peak} B, counts the interpreter and torch with the model", peak=Figure(peak))
+    return None, reason
