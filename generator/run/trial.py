@@ -30,28 +30,27 @@ def reset_host_peak() -> bool:
         return False
 
 
-def host_rss() -> int | None:
-    """Return the process's resident set size now, in bytes (None where /proc cannot tell)."""
+def _status_bytes(field: str) -> int | None:
+    """Read one of /proc/self/status's memory fields (kB) in bytes, or None where it cannot be read."""
     try:
         with open("/proc/self/status") as handle:
             for line in handle:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
     return None
 
 
+def host_rss() -> int | None:
+    """Return the process's resident set size now, in bytes (None where /proc cannot tell)."""
+    return _status_bytes("VmRSS:")
+
+
 def host_peak_rss() -> int:
     """Return the peak RSS in bytes since the last reset (or since start when resets are impossible)."""
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = _status_bytes("VmHWM:")
+    return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 class Interrupted(BaseException):
