@@ -107,3 +107,50 @@ def test_the_campaign_page_says_determinism_is_requested_not_guaranteed(tmp_path
     page = BeautifulSoup((tmp_path / "site" / "campaigns" / "plain" / "index.html").read_text(), "html.parser")
     seed = next(dt for dt in page.select("dt") if dt.get_text() == "Seed").find_next_sibling("dd").get_text()
     assert "deterministic algorithms requested" in seed and "not guaranteed" in seed and " on" not in seed
+
+
+class RecordingCuda:
+    """Stands in for torch.cuda: every call the clock makes to the device is written down in order."""
+
+    OutOfMemoryError = MemoryError
+
+    def __init__(self, events):
+        self.events = events
+
+    def synchronize(self, device):
+        self.events.append(f"synchronize {device}")
+
+    def reset_peak_memory_stats(self, device):
+        self.events.append("reset peaks")
+
+    def max_memory_allocated(self, device):
+        self.events.append("read allocated")
+        return 100
+
+    def max_memory_reserved(self, device):
+        self.events.append("read reserved")
+        return 200
+
+
+def test_a_cuda_phase_synchronises_before_each_timer_read_and_resets_then_reads_its_peaks(monkeypatch):
+    """#44: synchronise → timer → work → synchronise → timer, the peaks reset before and read after, on the phase's device."""
+    from types import SimpleNamespace
+
+    from iteralab.run import trial
+
+    events = []
+    monkeypatch.setattr(trial, "_torch", lambda: SimpleNamespace(cuda=RecordingCuda(events)))
+    clock_values = iter([1_000, 5_000])
+
+    def timer():
+        events.append("timer")
+        return next(clock_values)
+
+    monkeypatch.setattr(trial.time, "perf_counter_ns", timer)
+    clock = trial.PhaseClock("cuda:1")
+    with clock.phase("measured_window"):
+        events.append("work")
+    assert events == ["synchronize cuda:1", "reset peaks", "timer", "work", "synchronize cuda:1", "timer",
+                      "read allocated", "read reserved"]
+    measured = clock.phases["measured_window"]
+    assert (measured["duration_ns"], measured["gpu_peak_allocated_bytes"], measured["gpu_peak_reserved_bytes"]) == (4_000, 100, 200)
