@@ -13,6 +13,7 @@ from pathlib import Path
 from iteralab.core.errors import UserError
 from iteralab.core.language import Figure, Joined, Recorded, Text
 from iteralab.core.paths import DEFAULT_RUNS
+from iteralab.money import compatibility
 from iteralab.money.catalog import Catalog, load_catalog, lots_price
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
 from iteralab.money.sizing import gib
@@ -220,6 +221,29 @@ def _memory(trials: list[dict], catalog: Catalog, gpu: str, elsewhere: str | Non
                      True), margin
 
 
+def derive_compatibility(trials: list[dict], manifests, entry: dict | None) -> Criterion:
+    """Settle compatibility from the matrices: the weakest verdict of TRIALS' GPU runs, naming run, matrix row and version.
+    The sheet's ENTRY stands where the matrix gives no evidence (no GPU run, a combination it does not know) and where it
+    excludes what the matrix accepts; otherwise the verdict stands, saying what it replaced, unless override_reason."""
+    manifest, found = compatibility.runs_verdict(list(manifests), [t["run_id"] for t in trials])
+    entered = None if entry is None else Criterion("compatibility", entry["status"], entry.get("document"), entry.get("note", ""))
+    if found is None or (entered is not None and found.status == "to-confirm"):
+        return entered or Criterion("compatibility", "to-confirm", None, Text(
+            "not documented: add [criteria.{name}] with the document it rests on", name="compatibility"))
+    derived = Criterion("compatibility", found.status, Text("run {run}: {row}; matrix {matrix}", run=manifest["run_id"],
+                        row=found.row or Text("no row"), matrix=found.matrix),
+                        Text("{reason}: {quote}", reason=found.reason, quote=found.quote) if found.quote else found.reason, True)
+    if entry is None or entry["status"] == found.status:
+        return derived
+    if entry.get("override_reason"):
+        return dataclasses.replace(entered, derived=True, override_reason=f"{entry['override_reason']} (evidence said "
+                                   f"{derived.status}: {derived.note})")
+    if entry["status"] == "exclude" and found.status == "acceptable":
+        return entered
+    return dataclasses.replace(derived, note=Text("{note} (the sheet said {status}; to keep it, add override_reason = "
+                                                  "\"...\" saying why)", note=derived.note, status=entry["status"]))
+
+
 def derive_budget(data: dict, catalog: Catalog, source: str) -> tuple[Criterion, Decimal | None, Decimal | None]:
     """Price the package from the catalog and hold the window and budget against it."""
     card = catalog.gpu(data["gpu"])
@@ -278,7 +302,9 @@ def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog, views: dict | No
     entries, criteria = data.get("criteria", {}), []
     for name in CRITERIA:
         entry = entries.get(name)
-        if name in derived:
+        if name == "compatibility":
+            criterion = derive_compatibility(trials, view.manifests if view else (), entry)
+        elif name in derived:
             criterion = derived[name]
             if entry is not None:
                 if not entry.get("override_reason"):

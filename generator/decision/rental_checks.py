@@ -7,6 +7,7 @@ from pathlib import Path
 
 from iteralab.core import processes
 from iteralab.core.language import Text
+from iteralab.money import compatibility
 from iteralab.money.schedule import rental_period
 from iteralab.store import reading
 from iteralab.store.configuration import manifest_gpus, name_matches
@@ -80,4 +81,6 @@ def check_folder(runs_dir: Path | str) -> reading.Loaded:
         for view in campaign_views(loaded):
             if view.failure is None:
                 loaded.problems.extend(f"campaign {view.name}: {problem}" for problem in check_rentals(view)[1])
+    # Each run's GPU combination against the compatibility matrices: information; an exclude is a warning, not a problem.
+    loaded.compatibility = compatibility.run_verdicts(loaded.of_kind("manifest"))
     return loaded

@@ -22,6 +22,7 @@ from iteralab.core.files import cache_root
 from iteralab.core.language import Figure, Text
 from iteralab.decision.answer import measure_price
 from iteralab.decision.plan import SECOND_PERIOD_RISK, span
+from iteralab.money import compatibility
 from iteralab.money.schedule import format_hours
 from iteralab.site import words
 from iteralab.store.records import KINDS
@@ -163,6 +164,7 @@ def _environment(code: str):
                        version=iteralab.__version__, schema_links=schema_links, span=span,
                        hours=lambda value: language.say(Decimal(format_hours(value)), code),
                        second_period_risk=SECOND_PERIOD_RISK, language=code, alternates=(), measure_price=measure_price,
+                       compatibility=compatibility.configuration_verdicts, compatibility_words=compatibility.STATUS_WORDS,
                        **words.said(code))
     env.policies["ext.i18n.trimmed"] = True  # a sentence wrapped over lines in a template is one message
     env.filters["fill"] = fill

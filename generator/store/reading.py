@@ -20,6 +20,7 @@ class Loaded:
     records: list[dict] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    compatibility: list[dict] = field(default_factory=list)  # check's: each run's matrix verdict (information)
 
     def of_campaign(self, campaign: str, kind: str | None = None) -> list[dict]:
         """Return CAMPAIGN's records (of KIND only, when given) in reading order."""
@@ -359,7 +360,8 @@ def _drop_copies(table: RecordTable, file_problems: list[list[str]]) -> None:
 def check_data(loaded: Loaded) -> dict:
     """Return the counts per kind and the problems of a check, as plain data."""
     counts = Counter(record["kind"] for record in loaded.records)  # one pass: a scan per kind took 0.1 s at 200,000
-    return {"records": len(loaded.records), "by_kind": {kind: counts[kind] for kind in KINDS}, "problems": loaded.problems}
+    return {"records": len(loaded.records), "by_kind": {kind: counts[kind] for kind in KINDS}, "problems": loaded.problems,
+            "compatibility": [{key: value for key, value in found.items() if key != "line"} for found in loaded.compatibility]}
 
 
 def describe_check(loaded: Loaded, data: dict | None = None) -> str:
@@ -368,4 +370,12 @@ def describe_check(loaded: Loaded, data: dict | None = None) -> str:
     problems = len(loaded.problems)
     summary = (f"{len(loaded.records)} records ({', '.join(f'{n} {k}' for k, n in counts.items())}); "
                f"{problems} problem{'s' * (problems != 1)}")
-    return "\n".join([*loaded.problems, summary])
+    # Each run's compatibility verdict is information: an exclude is a warning line of its own; every run is counted in the
+    # summary, and --json gives each run's verdict with its matrix row.
+    warnings = [str(found["line"]) for found in loaded.compatibility if found["status"] == "exclude"]
+    if loaded.compatibility:
+        verdicts = Counter(found["status"] for found in loaded.compatibility)
+        summary += (f"; compatibility of {len(loaded.compatibility)} run(s) against the matrices: "
+                    + ", ".join(f"{verdicts[status]} {status}" for status in ("acceptable", "to-confirm", "exclude", "no-gpu")
+                                if verdicts[status]))
+    return "\n".join([*loaded.problems, *warnings, summary])
