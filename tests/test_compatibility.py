@@ -88,7 +88,8 @@ def test_a_newer_matrix_file_is_used_and_an_older_one_can_be_named(tmp_path, mon
     try:
         manifest = {"environment": environment("nvidia-driver-ok")}
         assert compatibility.verdict(manifest).matrix == "cuda-drivers-2027-01-10"
-        assert compatibility.verdict(manifest).status == "exclude"  # 550.90.07 < 560.00 in the newer table
+        # 550.90.07 < 560.00 in the newer table, but within the CUDA 12.x family: minor version compatibility
+        assert compatibility.verdict(manifest).status == "to-confirm"
         assert compatibility.verdict(manifest, cuda=compatibility.load_matrix("cuda-drivers", "2026-12-05")).status == "acceptable"
     finally:
         compatibility.load_matrix.cache_clear()
@@ -168,7 +169,7 @@ def test_a_sheets_own_entry_stands_unless_the_matrix_gives_evidence(cli, runs, t
     assert found["amd-unsupported"]["note"].endswith("(the sheet said acceptable; to keep it, add override_reason = \"...\" saying why)")
     assert found["nvidia-driver-old"]["status"] == "acceptable"
     assert found["nvidia-driver-old"]["override_reason"].startswith("the provider installs driver 550 before delivery (evidence "
-                                                                    "said exclude: driver 535.104.05 is older")
+                                                                    "said exclude: driver 470.82.01 is older")
 
 
 def test_the_campaign_page_shows_each_configurations_verdict(runs, tmp_path):
@@ -187,3 +188,13 @@ def test_the_campaign_page_shows_each_configurations_verdict(runs, tmp_path):
     indonesian = BeautifulSoup((tmp_path / "site" / "id" / "campaigns" / "amd-listed" / "index.html").read_text(),
                                "html.parser")
     assert indonesian.select("#compatibility tbody tr td")[0].get_text(strip=True) == "dapat diterima"
+
+
+def test_a_driver_within_its_cuda_family_but_under_the_release_is_to_confirm_under_minor_version_compatibility():
+    """NVIDIA: a CUDA 12.x runtime runs on any driver >= 525.60.13 with a limited feature set; below that it does not."""
+    machine = environment("nvidia-driver-old")
+    machine["driver_version"] = "535.104.05"  # CUDA 12.2 Update 2's driver, under 12.4 GA's 550.54.14
+    said = compatibility.verdict({"environment": machine})
+    assert said.status == "to-confirm" and "minor version compatibility" in said.reason and "525.60.13" in said.reason
+    machine["driver_version"] = "525.60.12"
+    assert compatibility.verdict({"environment": machine}).status == "exclude"

@@ -26,6 +26,10 @@ COLUMNS = {"rocm": ("matrix_version", "rocm", "os", "os_version", "architecture"
            "cuda-drivers": ("matrix_version", "cuda", "release", "min_driver_linux", "min_driver_windows", "source")}
 ROW_STATUSES = ("supported", "unsupported", "conditional")
 ORDER = {"acceptable": 0, "no-gpu": 0, "to-confirm": 1, "exclude": 2}
+# The driver a CUDA major family needs under minor version compatibility (Linux, Windows), from NVIDIA's
+# https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html (read 2026-12-05): CUDA 11.x
+# >= 450.80.02 (452.39), 12.x >= 525.60.13 (527.41), 13.x >= 580.
+FAMILY_MINIMUM = {"11": ("450.80.02", "452.39"), "12": ("525.60.13", "527.41"), "13": ("580", "580")}
 # What /etc/os-release or platform calls a system, in the matrix's words (lower case, without "GNU/Linux", "Server").
 OS_ALIASES = {"red hat enterprise linux": "rhel", "rhel": "rhel", "suse linux enterprise server": "sles", "sles": "sles",
               "oracle linux": "oracle linux", "debian": "debian", "centos": "centos", "centos linux": "centos",
@@ -252,6 +256,15 @@ def cuda_verdict(environment: dict, matrix: Matrix) -> Verdict:
                                           driver=environment["driver_version"]), None, matrix.label)
     lowest, highest = rows[0], rows[-1]
     recorded = environment["driver_version"]
+    family = FAMILY_MINIMUM.get(cuda.split(".")[0])
+    if driver < _numbers(lowest[column]) and family and driver >= _numbers(family[1 if windows else 0]):
+        # NVIDIA's minor version compatibility: a CUDA 11+ runtime runs on its major family's driver, feature-limited.
+        return Verdict("to-confirm", Text("driver {driver} is older than every CUDA {cuda} release's own minimum but within "
+                                          "the CUDA {major}.x family (>= {family}): it runs under minor version "
+                                          "compatibility with a limited feature set (no PTX JIT); confirm the workload "
+                                          "runs", driver=recorded, cuda=cuda, major=cuda.split(".")[0],
+                                          family=family[1 if windows else 0]),
+                       cuda_row(lowest, matrix, column), matrix.label)
     if driver < _numbers(lowest[column]):
         return Verdict("exclude", Text("driver {driver} is older than the minimum of every CUDA {cuda} release",
                                        driver=recorded, cuda=cuda), cuda_row(lowest, matrix, column), matrix.label)
