@@ -175,6 +175,19 @@ def test_doctor_on_a_machine_without_gpu_says_so_in_one_screen_and_exits_0(tools
     assert main(["doctor", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is True and data["environment"]["gpus"] is None and data["free_disk_bytes"] > 0
+    # The compatibility matrices' verdict, as check and the qualification sheet give it: none to give without a GPU.
+    assert data["compatibility"]["status"] == "no-gpu" and "Matrix:      no GPU: " in out
+
+
+def test_doctor_gives_the_matrix_verdict_of_the_stack_it_reads(tools, capsys, monkeypatch):
+    """A machine whose driver is too old for its CUDA family is named before any model loads (#44)."""
+    from iteralab.run import doctor
+
+    old = json.loads((Path(__file__).parent / "fixtures" / "compatibility" / "nvidia-driver-old.json").read_text())
+    monkeypatch.setattr(doctor, "machine_facts", lambda: old)
+    data = doctor.diagnose()
+    assert data["compatibility"]["status"] == "exclude" and "470.82.01" in data["compatibility_said"]
+    assert "Matrix:      exclude: driver 470.82.01 is older" in doctor.describe(data)
 
 
 def with_device(path: Path, device: str) -> Path:

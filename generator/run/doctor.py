@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 from iteralab.core.paths import DEFAULT_RUNS
+from iteralab.money import compatibility
 from iteralab.run.campaign import load_campaign
 from iteralab.run.devices import determinism_problem, device_findings
 from iteralab.run.machine import machine_facts
@@ -57,7 +58,10 @@ def diagnose(*, campaign_file: Path | str | None = None, runs_dir: Path | str = 
     if campaign:
         missing = [finding["problem"] for finding in campaign["devices"] if finding["problem"]]
         missing += [campaign["determinism_problem"]] if campaign["determinism_problem"] else []
-    return {"environment": environment, "runs_dir": str(runs_dir), "free_disk_bytes": free,
+    # The same verdict check, the qualification sheet and the campaign page give, before anything is paid for.
+    matrix = compatibility.verdict({"environment": environment})
+    return {"environment": environment, "compatibility": matrix.data(), "compatibility_said": str(matrix.said),
+            "runs_dir": str(runs_dir), "free_disk_bytes": free,
             "free_disk_reason": free_reason, "cublas_workspace_config": (os.environ if environ is None else environ).get(
                 "CUBLAS_WORKSPACE_CONFIG"), "campaign": campaign, "warnings": _warnings(environment),
             "missing": missing, "ok": not missing}
@@ -111,6 +115,7 @@ def _machine_lines(data: dict) -> list[str]:
 def describe(data: dict) -> str:
     """One screen: the machine as the runner will record it, the campaign's devices, what is missing."""
     lines = ["What the runner will record on this machine (no model loaded, nothing written):", *_machine_lines(data)]
+    lines.append(f"Matrix:      {data['compatibility_said']}")
     lines += [f"Warning:     {warning}" for warning in data["warnings"]]
     campaign = data["campaign"]
     if campaign:
