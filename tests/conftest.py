@@ -107,6 +107,43 @@ def browser(chromium_path):
             chromium.close()
 
 
+class Reader:
+    """One browser page that opens the pages of a site in turn, as a reader following links would: a new page per
+    document costs a renderer's start (about 0.3 s here), and each document parsed axe-core and vega-embed afresh.
+    axe-core is there in every document from its start (as an init script: not run, only defined). Each open() starts
+    the lists of console errors, page errors, dialogs and requests leaving file:// again."""
+
+    def __init__(self, browser):
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context.add_init_script(path=str(AXE))
+        self.page = self.context.new_page()
+        self.errors, self.outside, self.dialogs = [], [], []
+        self.page.on("console", lambda message: self.errors.append(message.text) if message.type == "error" else None)
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.on("dialog", lambda dialog: (self.dialogs.append(dialog.message), dialog.dismiss()))
+        self.page.on("request", lambda request: self.outside.append(request.url)
+                     if not request.url.startswith("file://") else None)
+
+    def open(self, url: str, *, width: int = 1280):
+        """Open URL at WIDTH × 900 px once it has loaded, with empty lists; return the page."""
+        self.page.set_viewport_size({"width": width, "height": 900})
+        for seen in (self.errors, self.outside, self.dialogs):
+            seen.clear()
+        self.page.goto(url, wait_until="load")
+        return self.page
+
+    def close(self):
+        self.context.close()
+
+
+@pytest.fixture
+def reader(browser):
+    """A Reader of the session's browser, closed after the test."""
+    opened = Reader(browser)
+    yield opened
+    opened.close()
+
+
 def watched_page(browser, *, width: int = 1280):
     """Open a page that records console errors, page errors and every request leaving file://; return the three."""
     page = browser.new_page(viewport={"width": width, "height": 900})

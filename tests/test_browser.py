@@ -191,7 +191,7 @@ def served(site, monkeypatch):
 
 
 @pytest.mark.slow
-def test_every_page_type_loads_offline_accessible_and_fits_1280_px_and_a_phone(site, browser, tmp_path):
+def test_every_page_type_loads_offline_accessible_and_fits_1280_px_and_a_phone(site, reader, tmp_path):
     """Every page type in both languages, opened from file://: no console error, dialog or request elsewhere, every
     chart drawn, axe-core clean; no wider than the window at 1,280 px, then on a 390 px phone screen.
 
@@ -199,18 +199,12 @@ def test_every_page_type_loads_offline_accessible_and_fits_1280_px_and_a_phone(s
     1,084) and slid sideways; the language link was an 18 px high tap target. At 390 px, wide tables scroll in their
     own focusable box, every link of the site's menu is at least 44 × 44 px (axe's target-size checks 24 × 24 for
     every other target), and axe-core is clean again at that width. One load per page serves both widths: the charts
-    are drawn once, at a fixed size their box scales down.
+    are drawn once, at a fixed size their box scales down. One browser page opens them all in turn (the Reader).
     """
     widths = {}
     for name, path in every_page_type(site).items():
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors, outside, dialogs = [], [], []
-        page.on("console", lambda message, errors=errors: errors.append(message.text) if message.type == "error" else None)
-        page.on("pageerror", lambda error, errors=errors: errors.append(str(error)))
-        page.on("dialog", lambda dialog, dialogs=dialogs: (dialogs.append(dialog.message), dialog.dismiss()))
-        page.on("request", lambda request, outside=outside: outside.append(request.url)
-                if not request.url.startswith("file://") else None)
-        page.goto(path.as_uri(), wait_until="load")
+        page = reader.open(path.as_uri(), width=1280)
+        errors, outside, dialogs = reader.errors, reader.outside, reader.dialogs
         assert page.title(), name
         drawn = charts_drawn(page)  # every chart drawn, with marks (#34)
         assert all(marks > 0 for marks in drawn.values()), (name, drawn)
@@ -242,7 +236,6 @@ def test_every_page_type_loads_offline_accessible_and_fits_1280_px_and_a_phone(s
         # Colours, names and structure do not change with the width; what the layout decides is checked again.
         assert axe_violations(page, LAYOUT_RULES) == [], f"{name} at {PHONE} px"
         assert (outside, dialogs) == ([], []), name
-        page.close()
     assert {name: width for name, width in widths.items() if width > PHONE} == {}, widths
 
 
@@ -494,7 +487,7 @@ def _people_words(root: Path) -> tuple:
     return tuple(words)
 
 
-def test_the_indonesian_demo_site_opens_offline_accessible_and_in_indonesian(demo_site, browser):
+def test_the_indonesian_demo_site_opens_offline_accessible_and_in_indonesian(demo_site, reader):
     """Regression for #23: every Indonesian page of the demo (real records and sheets): lang="id", no console error, no
     request to another host, axe-core clean, and no English interface word."""
     site = demo_site / "site" / "id"
@@ -505,12 +498,10 @@ def test_the_indonesian_demo_site_opens_offline_accessible_and_in_indonesian(dem
         assert interface_words(path.read_text(encoding="utf-8"), people) == [], path
         if path.name == "404.html":
             continue  # opened through a server by the test above: its links start at the host's root
-        page, errors, outside = watched_page(browser)
-        page.goto(path.as_uri(), wait_until="load")
+        page = reader.open(path.as_uri())
         assert page.evaluate("document.documentElement.lang") == "id", path
-        assert (errors, outside) == ([], []), path
+        assert (reader.errors, reader.outside) == ([], []), path
         assert axe_violations(page) == [], path
-        page.close()
 
 
 @pytest.mark.slow

@@ -205,19 +205,17 @@ def test_a_new_revision_renders_the_earlier_campaign_again_with_its_link(two_rev
 
 
 @pytest.mark.slow
-def test_the_question_page_and_the_revisions_links_open_offline_and_accessible_in_both_languages(revised_site, browser):
-    from tests.conftest import watched_page
+def test_the_question_page_and_the_revisions_links_open_offline_and_accessible_in_both_languages(revised_site, reader):
     from tests.test_browser import axe_violations, charts_drawn, interface_words
 
     for folder in ("", "id"):
         for relative in ("questions/tiny.html", "campaigns/tiny-r2/decision.html", "campaigns/tiny/index.html", "index.html"):
-            page, errors, outside = watched_page(browser)
-            page.goto((revised_site / folder / relative).as_uri(), wait_until="load")
+            page = reader.open((revised_site / folder / relative).as_uri())
             assert all(marks > 0 for marks in charts_drawn(page).values()), relative
             assert page.evaluate("document.documentElement.scrollWidth") <= 1280, relative
+            errors, outside = reader.errors, reader.outside
             assert errors == [] and outside == [], (relative, errors, outside)
             assert axe_violations(page) == [], (folder, relative)
-            page.close()
             if folder:  # the Indonesian pages: no English interface word, the campaign's own title aside
                 assert interface_words((revised_site / folder / relative).read_text(encoding="utf-8"),
                                        ("Tiny test campaign",)) == [], relative
