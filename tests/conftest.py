@@ -63,6 +63,16 @@ def run_module(*args, cwd=None, env=None, timeout=120):
 
 
 @pytest.fixture(scope="session")
+def warm_iteralab():
+    """Start `python -m iteralab` as forks of one interpreter that imported torch once (tests/forked.py): start(args)."""
+    from tests.forked import Zygote
+
+    zygote = Zygote()
+    yield zygote.start
+    zygote.close()
+
+
+@pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
     """A randomly initialised 1-layer BERT saved on disk (shared by the session, never modified)."""
     from tests.tiny import build_model

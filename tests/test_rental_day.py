@@ -6,8 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -47,10 +45,10 @@ def _starts_and_trials(runs) -> tuple[list[str], set[str]]:
     return starts, trials
 
 
-def start_and_kill(args, runs, *, starts_before: int) -> list[dict]:
-    """Run iteralab with ARGS, SIGKILL it while a trial is in flight (a start beyond STARTS_BEFORE without its trial)."""
-    process = subprocess.Popen([sys.executable, "-m", "iteralab", *map(str, args)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+def start_and_kill(start, args, runs, *, starts_before: int) -> list[dict]:
+    """Run iteralab with ARGS (START: the warm_iteralab fixture), SIGKILL it while a trial is in flight (a start beyond
+    STARTS_BEFORE without its trial)."""
+    process = start(args)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and process.poll() is None:
         starts, written = _starts_and_trials(runs)
@@ -67,7 +65,8 @@ def start_and_kill(args, runs, *, starts_before: int) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_a_run_killed_at_several_points_resumes_with_every_planned_trial_exactly_once(tiny_model, tmp_path, cli):
+def test_a_run_killed_at_several_points_resumes_with_every_planned_trial_exactly_once(tiny_model, tmp_path, cli,
+                                                                                       warm_iteralab):
     from tests.tiny import corpus_rows, write_campaign, write_corpus
 
     corpus = write_corpus(tmp_path / "long.jsonl", corpus_rows(300))  # trials long enough to be killed in flight
@@ -75,11 +74,11 @@ def test_a_run_killed_at_several_points_resumes_with_every_planned_trial_exactly
     runs = tmp_path / "runs"
     in_flight = []
     # Killed in the second trial, then early after the first resumption, then a third time further on.
-    in_flight += start_and_kill(["run", campaign, "--runs", runs, "--quiet"], runs, starts_before=1)
+    in_flight += start_and_kill(warm_iteralab, ["run", campaign, "--runs", runs, "--quiet"], runs, starts_before=1)
     finished_before = {t["record_id"]: t for t in kinds(runs, "trial")}
-    in_flight += start_and_kill(["run", campaign, "--runs", runs, "--quiet", "--resume"], runs,
+    in_flight += start_and_kill(warm_iteralab, ["run", campaign, "--runs", runs, "--quiet", "--resume"], runs,
                                 starts_before=lines(runs, "start"))
-    in_flight += start_and_kill(["run", campaign, "--runs", runs, "--quiet", "--resume"], runs,
+    in_flight += start_and_kill(warm_iteralab, ["run", campaign, "--runs", runs, "--quiet", "--resume"], runs,
                                 starts_before=lines(runs, "start") + 1)
     assert len(in_flight) == 3
     code, out, err = cli("run", campaign, "--runs", runs, "--quiet", "--resume")

@@ -6,8 +6,6 @@ import csv
 import io
 import json
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -205,7 +203,7 @@ def test_out_of_memory_at_the_kth_batch_is_recorded_and_the_next_trial_runs(tiny
 
 
 @pytest.mark.slow
-def test_sigterm_is_recorded_as_interrupted_and_nothing_is_lost(tiny_model, tmp_path):
+def test_sigterm_is_recorded_as_interrupted_and_nothing_is_lost(tiny_model, tmp_path, warm_iteralab):
     """A signal during a trial records it as interrupted; one during a record write lets that record finish first."""
     from tests.tiny import corpus_rows, write_campaign, write_corpus
 
@@ -214,8 +212,7 @@ def test_sigterm_is_recorded_as_interrupted_and_nothing_is_lost(tiny_model, tmp_
     outcomes = []
     for attempt in range(3):
         runs = tmp_path / f"runs-{attempt}"
-        process = subprocess.Popen([sys.executable, "-m", "iteralab", "run", str(campaign), "--runs", str(runs), "--quiet"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = warm_iteralab(["run", campaign, "--runs", runs, "--quiet"])
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             files = list(runs.glob("tiny/records/*.jsonl"))
@@ -268,7 +265,7 @@ def test_entry_point_runs_as_module(tmp_path):
 
 
 @pytest.mark.slow
-def test_runner_killed_at_random_points_keeps_every_written_record(tiny_campaign, tmp_path, cli):
+def test_runner_killed_at_random_points_keeps_every_written_record(tiny_campaign, tmp_path, cli, warm_iteralab):
     """SIGKILL mid-campaign, three times at different moments: earlier bytes never change, only a torn tail is reported."""
     import random
 
@@ -281,8 +278,7 @@ def test_runner_killed_at_random_points_keeps_every_written_record(tiny_campaign
         return {path: path.read_bytes() for path in sorted(runs.glob("tiny/records/*.jsonl"))}
 
     for _ in range(3):
-        process = subprocess.Popen([sys.executable, "-m", "iteralab", "run", str(campaign), "--runs", str(runs), "--quiet"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = warm_iteralab(["run", campaign, "--runs", runs, "--quiet"])
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and sum(data.count(b"\n") for data in contents().values()) < \
                 sum(data.count(b"\n") for data in snapshot.values()) + 3:
