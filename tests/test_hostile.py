@@ -142,9 +142,13 @@ def _limited(limit: int):
 
 
 def _iteralab(*args, limit: int, cwd: Path) -> subprocess.CompletedProcess:
-    """Run iteralab in a process that may write no file larger than LIMIT bytes (the system refuses with EFBIG)."""
+    """Run iteralab in a process that may write no file larger than LIMIT bytes (the system refuses with EFBIG).
+
+    It writes no bytecode: Python would write a module's .pyc truncated at LIMIT, and later imports fail on it
+    ("marshal data too short"), as they did once where setup had not compiled everything (Makefile)."""
     return subprocess.run([sys.executable, "-m", "iteralab", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, preexec_fn=_limited(limit), timeout=120)
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+                          preexec_fn=_limited(limit), timeout=120)
 
 
 def _leftovers(folder: Path) -> list[str]:
