@@ -44,7 +44,9 @@ def _fresh_venv(tmp_path: Path, wheel: Path) -> Path:
                                capture_output=True, text=True, check=True).stdout.strip())
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
     uv = Path(sys.executable).with_name("uv")  # make setup installs it; pip does the same, a second slower
-    install = ([str(uv), "pip", "install", "--quiet", "--offline", "--python"] if uv.is_file() else
+    # Compiled at install, as pip does: seven processes import the wheel's modules below, each compiling them again
+    # where PYTHONDONTWRITEBYTECODE=1 is set (#48).
+    install = ([str(uv), "pip", "install", "--quiet", "--offline", "--compile-bytecode", "--python"] if uv.is_file() else
                [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--disable-pip-version-check", "--python"])
     subprocess.run([*install, str(venv / "bin" / "python"), "--no-deps", str(wheel)], check=True, capture_output=True)
     return venv
