@@ -47,6 +47,18 @@ def write_corpus(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+# The protocol both tiny campaigns share (a str.format template, like the campaigns).
+PROTOCOL = """\
+[protocol]
+repetitions = {repetitions}
+max_length = 24
+padding = "longest"
+truncation = "truncate"
+seed = 1
+reference_variant = "b1"
+min_agreement = {min_agreement}
+"""
+
 CAMPAIGN = """\
 campaign = "{name}"
 title = "Tiny test campaign"
@@ -58,15 +70,7 @@ split = "final"
 [model]
 path = "{model}"
 
-[protocol]
-repetitions = {repetitions}
-max_length = 24
-padding = "longest"
-truncation = "truncate"
-seed = 1
-reference_variant = "b1"
-min_agreement = {min_agreement}
-
+""" + PROTOCOL + """
 [protocol.thresholds]
 accuracy = {accuracy}
 
@@ -138,15 +142,7 @@ path = "{model}"
 prompt_template = "{{text}} ->"
 max_new_tokens = {max_new_tokens}
 
-[protocol]
-repetitions = {repetitions}
-max_length = 24
-padding = "longest"
-truncation = "truncate"
-seed = 1
-reference_variant = "b1"
-min_agreement = {min_agreement}
-
+""" + PROTOCOL + """
 [protocol.buckets]
 short = 8
 medium = 14

@@ -24,15 +24,19 @@ def read_rows(corpus_file: Path) -> list[dict]:
     return [json.loads(line) for line in corpus_file.read_text(encoding="utf-8").split("\n") if line]
 
 
+def encoded_batches(tokenizer, corpus_file: Path, batch_size: int, max_length: int):
+    """Read the corpus file and yield each batch tokenized as the runner's protocol does (padding longest, truncation)."""
+    rows = read_rows(corpus_file)
+    for start in range(0, len(rows), batch_size):
+        yield tokenizer([row["text"] for row in rows[start:start + batch_size]], padding="longest", truncation=True,
+                        max_length=max_length, return_tensors="pt")
+
+
 def bare_classify(model, tokenizer, corpus_file: Path, batch_size: int, max_length: int) -> list:
     import torch
 
-    rows = read_rows(corpus_file)
     labels = []
-    for start in range(0, len(rows), batch_size):
-        batch = rows[start:start + batch_size]
-        encoded = tokenizer([row["text"] for row in batch], padding="longest", truncation=True, max_length=max_length,
-                            return_tensors="pt")
+    for encoded in encoded_batches(tokenizer, corpus_file, batch_size, max_length):
         with torch.inference_mode():
             labels.extend(model(**encoded).logits.argmax(-1).tolist())
     return labels
@@ -41,12 +45,8 @@ def bare_classify(model, tokenizer, corpus_file: Path, batch_size: int, max_leng
 def bare_generate(model, tokenizer, corpus_file: Path, batch_size: int, max_length: int, config) -> list:
     import torch
 
-    rows = read_rows(corpus_file)
     texts = []
-    for start in range(0, len(rows), batch_size):
-        batch = rows[start:start + batch_size]
-        encoded = tokenizer([row["text"] for row in batch], padding="longest", truncation=True, max_length=max_length,
-                            return_tensors="pt")
+    for encoded in encoded_batches(tokenizer, corpus_file, batch_size, max_length):
         with torch.inference_mode():
             sequences = model.generate(**encoded, generation_config=config)
         texts.extend(tokenizer.batch_decode(sequences[:, encoded["input_ids"].shape[1]:], skip_special_tokens=True))
