@@ -76,8 +76,8 @@ def test_the_manifest_says_determinism_as_it_is_and_the_model_is_gone_before_mem
     loaded, alive_at_release = [], []
     real_load, real_release = classify.load_model, runner.release
 
-    def load(model_dir, variant):
-        tokenizer, model = real_load(model_dir, variant)
+    def load(model_dir, variant, protocol):
+        tokenizer, model = real_load(model_dir, variant, protocol)
         loaded.append(weakref.ref(model))
         return tokenizer, model
 

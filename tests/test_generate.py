@@ -237,7 +237,7 @@ def test_a_model_folders_own_generation_config_does_not_change_the_declared_deco
     variant = Variant("b1", "batch", 1, "fp32", "none", False, "sdpa", False, "cpu")
     protocol = {"padding": "longest", "max_length": 24, "generation": {
         "prompt_template": "{text}", "padding_side": "left", "max_new_tokens": 4, "kv_cache": True, "sampling": None}}
-    work = generate.Work(*generate.load_model(model, variant), variant, protocol)
+    work = generate.Work(*generate.load_model(model, variant, protocol), variant, protocol)
     assert (work.config.repetition_penalty, work.config.no_repeat_ngram_size, work.config.do_sample) == (1.0, 0, False)
 
 

@@ -144,8 +144,8 @@ def test_a_model_folder_without_config_fails_clearly_offline(tiny_campaign, tmp_
 def failing_on_third_trial(real_load, calls, make_error):
     """Wrap load_model so the third trial's model raises MAKE_ERROR() at its third measured batch."""
 
-    def load(model_dir, variant):
-        tokenizer, model = real_load(model_dir, variant)
+    def load(model_dir, variant, protocol):
+        tokenizer, model = real_load(model_dir, variant, protocol)
         calls["trial"] += 1
         if calls["trial"] == 3:
             real_forward, batches = model.forward, {"n": 0}
@@ -380,6 +380,7 @@ class _Terminal(io.StringIO):
 
 class _Inference:
     completed = 0
+    progress_total, progress_unit = None, "entries"
 
     def step(self, encoded):
         self.completed += encoded

@@ -28,7 +28,8 @@ MEASURED_WINDOW = classify.MEASURED_WINDOW
 # Keys a user writes for the kind of work where the campaign file has none: each points to where it goes.
 KIND_HINTS = {"task": "the kind of work is [workload] kind", "kind": "the kind of work is [workload] kind",
               "workload": "the kind of work is the table [workload] with its key kind",
-              "generation": "[generation] belongs to a campaign whose [workload] kind = \"generate\""}
+              "generation": "[generation] belongs to a campaign whose [workload] kind = \"generate\"",
+              "adaptation": "[adaptation] belongs to a campaign whose [workload] kind = \"adapt\""}
 
 
 @dataclass(frozen=True)
@@ -44,12 +45,16 @@ class Variant:
     attention: str
     length_sorted: bool
     device: str
+    # An adaptation's own settings; None in every other kind, whose recorded settings keep their keys.
+    method: str | None = None
+    accumulation: int | None = None
+    changes_effective_batch: bool | None = None
 
     def config(self) -> dict:
-        """Return the settings as a plain dict (the name excluded)."""
+        """Return the settings as a plain dict (the name excluded, and the settings of another kind of work)."""
         settings = asdict(self)
         settings.pop("name")
-        return settings
+        return {key: value for key, value in settings.items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -98,11 +103,14 @@ def load_campaign(path: Path | str) -> Campaign:
     corpus_path, split = top.attempt(lambda: _corpus(top, base), (None, None))
     model_path, revision = top.attempt(lambda: _model(top, base), (None, None))
     kind = top.attempt(lambda: _workload(top), "classify")
-    variants = _variants(top.get("variants", list), path, errors)
+    workload = WORKLOADS[kind]
+    variants = _variants(top.get("variants", list), path, errors, workload)
     protocol = top.attempt(lambda: _protocol(Table(top.get("protocol", dict), "protocol", path, errors),
-                                             {v.name for v in variants} if variants else None, WORKLOADS[kind]), {})
+                                             {v.name for v in variants} if variants else None, workload), {})
     # What only this kind declares is part of the protocol, so of its fingerprint; a classification adds nothing.
-    protocol.update(top.attempt(lambda: WORKLOADS[kind].read_settings(top), {}))
+    protocol.update(top.attempt(lambda: workload.read_settings(top, base), {}))
+    if protocol.get("reference_variant") in {variant.name for variant in variants}:
+        errors.extend(workload.check_variants(variants, protocol))
     if "decision" in data:
         # Part of the protocol, so of its fingerprint: the question cannot change after the times are seen. Left out
         # when absent, so campaigns written before [decision] existed keep their fingerprint.
@@ -313,7 +321,7 @@ def _warmup(table: Table) -> dict:
     return rule
 
 
-def _variants(raw: list | None, source: Path, errors: list[str]) -> tuple[Variant, ...]:
+def _variants(raw: list | None, source: Path, errors: list[str], workload) -> tuple[Variant, ...]:
     if raw is None:
         return ()  # noted already: [[variants]] is missing or not a list of tables
     if not raw:
@@ -322,13 +330,13 @@ def _variants(raw: list | None, source: Path, errors: list[str]) -> tuple[Varian
     variants, names = [], set()
     for index, data in enumerate(raw, start=1):
         try:
-            variants.append(_variant(Table(data, f"variants.{index}", source, errors), names))
+            variants.append(_variant(Table(data, f"variants.{index}", source, errors), names, workload))
         except Invalid:
             continue
     return tuple(variants)
 
 
-def _variant(table: Table, names: set[str]) -> Variant:
+def _variant(table: Table, names: set[str], workload) -> Variant:
     name = table.get("name", str)
     if not NAME_PATTERN.match(name) or name in names:
         table.fail("name", f"{name!r} must be unique and use letters, digits, '.', '_' or '-'")
@@ -346,6 +354,7 @@ def _variant(table: Table, names: set[str]) -> Variant:
         attention=table.get("attention", str, default="sdpa", choices=ATTENTIONS),
         length_sorted=table.get("length_sorted", bool, default=False),
         device=device,
+        **workload.read_variant(table),  # what only this kind of work sets per variant
     )
     if variant.quantization == "dynamic-int8" and (variant.device != "cpu" or variant.precision != "fp32"):
         table.note("quantization", "dynamic-int8 runs on the cpu device from fp32 weights only")

@@ -54,12 +54,14 @@ class _Kept(logging.Handler):
         self.messages.append(_ANSI.sub("", record.getMessage()).strip())
 
 
-def check_loads(model_dir: Path, config: dict, auto_class, accepted: set[str], what: str, need: str) -> tuple[dict, object]:
+def check_loads(model_dir: Path, config: dict, auto_class, accepted: set[str], what: str, need: str, *,
+                untrained: bool = False, **options) -> tuple[dict, object]:
     """Load the model once with AUTO_CLASS and refuse it when its checkpoint lacks weights the task needs.
 
     ACCEPTED names the architectures that do the work (WHAT; NEED says what to point [model] path at instead). Return
     what the manifest records (the architecture loaded, the checkpoint's own, the loading information and every warning
-    transformers gave while loading) and the loaded model.
+    transformers gave while loading) and the loaded model. UNTRAINED accepts weights the checkpoint lacks (a model about
+    to be trained: the caller checks they will be); OPTIONS go to from_pretrained.
     """
     check_tokenizer_files(model_dir)
     saved_as = [str(name) for name in config.get("architectures") or []]
@@ -74,7 +76,8 @@ def check_loads(model_dir: Path, config: dict, auto_class, accepted: set[str], w
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            model, info = auto_class.from_pretrained(model_dir, local_files_only=True, output_loading_info=True)
+            model, info = auto_class.from_pretrained(model_dir, local_files_only=True, output_loading_info=True,
+                                                     **options)
     except (OSError, ValueError, RuntimeError, KeyError) as error:
         raise UserError(f"cannot load {what} from {model_dir}: {str(error).splitlines()[0]}") from None
     finally:
@@ -82,9 +85,9 @@ def check_loads(model_dir: Path, config: dict, auto_class, accepted: set[str], w
         transformers.logging.set_verbosity(verbosity)
     loading = {key: sorted(str(item) for item in info.get(key) or ()) for key in
                ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs")}
-    untrained = loading["missing_keys"] + loading["mismatched_keys"]
-    if untrained or loading["error_msgs"]:
-        shown = ", ".join(untrained[:6]) + (f" and {len(untrained) - 6} more" if len(untrained) > 6 else "")
+    missing = loading["missing_keys"] + loading["mismatched_keys"]
+    if (missing and not untrained) or loading["error_msgs"]:
+        shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
         raise UserError(f"model folder {model_dir}: the checkpoint lacks weights a {type(model).__name__} needs "
                         f"({shown or '; '.join(loading['error_msgs'])}): transformers would initialise them at random "
                         f"and every output would be noise; this campaign needs {need}: train it and save it whole "

@@ -22,12 +22,17 @@ from iteralab.run.resume import Resumption, find_resumable, interrupted_row, res
 from iteralab.run.signals import Signals
 from iteralab.run.stages import SKIPPED, STAGE_PHASE, StageFailed, failure_message, validate_all
 from iteralab.run.summary import Progress, plan_data
-from iteralab.run.trial import Interrupted, PhaseClock, describe, gpu_memory_context, out_of_memory_errors, release
+from iteralab.run.trial import (
+    Interrupted,
+    PhaseClock,
+    TrialPlace,
+    describe,
+    gpu_memory_context,
+    out_of_memory_errors,
+    release,
+)
 from iteralab.run.workloads import WORKLOADS
 from iteralab.store import questions, reading, records
-
-# Phases in which some entries were done: a trial that fails there says how many.
-AFTER_WINDOW = ("measured_window", "prefill", "decode", "evaluation", "writing_results")
 
 
 @dataclass
@@ -243,6 +248,7 @@ def _manifest(prepared: Prepared) -> dict:
                 "bucket_counts": prepared.bucket_counts, "truncated_entries": prepared.truncated,
                 "source_name": campaign.corpus_path.name},
         model={**model_files(campaign.model_path, campaign.model_revision), **prepared.model},
+        **prepared.workload.manifest_fields(campaign),  # an adaptation's training split
         environment=prepared.environment, code_version=code_version(),
         variants={variant.name: variant.config() for variant in campaign.variants},
         plan=plan_data(prepared)["plan"],
@@ -256,10 +262,13 @@ def _manifest(prepared: Prepared) -> dict:
 
 
 def _copy_corpus(prepared: Prepared, runs_dir: Path) -> None:
-    target = runs_dir / prepared.corpus_copy
-    if not target.exists():
-        with writing(target, "the corpus copy"):
-            copy_atomically(prepared.campaign.corpus_path, target)
+    """Copy the corpus, and the inputs its kind of work reads beside it (an adaptation's training split), into runs/."""
+    campaign = prepared.campaign
+    for source, copy in [(campaign.corpus_path, prepared.corpus_copy), *prepared.workload.inputs(campaign)]:
+        target = runs_dir / copy
+        if not target.exists():
+            with writing(target, "the corpus copy"):
+                copy_atomically(source, target)
 
 
 @dataclass
@@ -268,6 +277,7 @@ class Outcome:
 
     work: object = None
     outputs: list | None = None
+    window: list | None = None  # what the measured window returned (the outputs, or an adaptation's update losses)
     figures: dict = field(default_factory=dict)
     id_check: dict | None = None
     quality: dict | None = None
@@ -297,7 +307,7 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
     except Exception as exc:
         status, error = "error", describe(exc)
     failed_phase = clock.current if status != "ok" else None
-    completed = got.work.completed if got.work is not None and clock.current in AFTER_WINDOW else 0
+    completed = got.work.completed if got.work is not None and clock.current in workload.COUNTED_PHASES else 0
     accepted = (status == "ok" and got.id_check["ids_match"] and got.quality["format_ok"] and got.quality["passed"])
     trial = records.make_record(
         "trial", campaign=campaign.name, run_id=manifest["run_id"], protocol_fingerprint=prepared.fingerprint,
@@ -309,7 +319,8 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
         gpu_event_durations=None, gpu_event_durations_reason=Text("not recorded: host timers with CUDA synchronisation are the measure"),
         memory=gpu_memory_context(variant.device, clock.host_scope),
         predictions=got.output_file, id_check=got.id_check, quality=got.quality, corpus_accepted=bool(accepted),
-        throughput_entries_per_s=_throughput(clock, got.outputs) if status == "ok" else None, **got.figures,
+        throughput_entries_per_s=_throughput(clock, got.work.window_units(got.window)) if status == "ok" else None,
+        **got.figures,
         **({"retry_of": retry_of} if retry_of else {}))
     trial["record_id"] = trial_id
     del got
@@ -325,16 +336,15 @@ def _measure(prepared: Prepared, runs_dir: Path, variant, trial_id: str, clock: 
     with clock.phase("environment_check"):
         _check_environment(variant, protocol)
     with clock.phase("model_load"):
-        tokenizer, model = workload.load_model(campaign.model_path, variant)
+        tokenizer, model = workload.load_model(campaign.model_path, variant, protocol)
     got.work = _compiled(clock, prepared, variant, tokenizer, model)
-    with clock.phase("warmup"):
-        got.work.warmup(list(prepared.corpus.entries), prepared.token_counts, protocol["warmup"]["batches"],
-                        protocol["warmup"]["passes"])
+    got.work.before_window(clock, prepared, runs_dir)  # the warm-up, or an adaptation's first forward, backward, update
     got.work.completed = 0
     progress.attach(got.work)
     with clock.phase("measured_window"):
-        got.outputs = got.work.measured(runs_dir / prepared.corpus_copy)
-    got.work.after_window(clock, got.outputs)  # phases of this kind outside the window (prefill, decode)
+        got.window = got.work.measured(runs_dir / prepared.corpus_copy)
+    # Phases of this kind outside the window: prefill and decode, or an adaptation's validation and export.
+    got.outputs = got.work.after_window(clock, got.window, TrialPlace(runs_dir, campaign.name, trial_id))
     got.figures = got.work.figures(clock, got.outputs)
     with clock.phase("evaluation"):
         got.id_check, got.quality, reference = workload.evaluate_outputs(prepared=prepared, variant=variant,
@@ -366,6 +376,6 @@ def _compiled(clock: PhaseClock, prepared: Prepared, variant, tokenizer, model):
     return inference
 
 
-def _throughput(clock: PhaseClock, predictions) -> float | None:
+def _throughput(clock: PhaseClock, units: int) -> float | None:
     duration = clock.phases["measured_window"]["duration_ns"]
-    return len(predictions) / (duration / 1e9) if duration else None
+    return units / (duration / 1e9) if duration else None

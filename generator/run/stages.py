@@ -21,6 +21,16 @@ POINTS_TO = {
     "forward": Text("the context (tokens per entry) and the concurrency (entries per batch)"),
     "prefill": Text("the context (tokens per entry) and the concurrency (entries per batch)"),
     "decode": Text("the context (tokens per entry and new tokens) and the concurrency (entries per batch)"),
+    "backward": Text("the microbatch, the activations it keeps for the backward pass, or the compute strategy (gradient "
+                     "checkpointing)"),
+    "first_forward": Text("the microbatch and the context (tokens per entry)"),
+    "first_backward": Text("the microbatch, the activations it keeps for the backward pass, or the compute strategy "
+                           "(gradient checkpointing)"),
+    "first_update": Text("the optimizer state, created at the first update (AdamW: two moments per trainable parameter)"),
+    "measured_window": Text("the microbatch and the activations of the longest examples, or memory that grows between "
+                            "updates"),
+    "validation": Text("the validation batch (the microbatch) and the context"),
+    "export": Text("the disk: the exported model's files"),
 }
 SKIPPED = Text("run --no-stages: the variants were timed without validation stages")
 
@@ -66,7 +76,7 @@ def validate(*, model_path: Path, variant, protocol: dict, entries: list, token_
     inference = None
     try:
         with clock.phase("model_load"):
-            tokenizer, model = workload.load_model(model_path, variant)
+            tokenizer, model = workload.load_model(model_path, variant, protocol)
         inference = workload.Work(tokenizer, model, variant, protocol)
     except Exception as exc:
         result.update(passed=False, failed_stage="shortest", **_failure(exc, "model_load"))

@@ -143,7 +143,8 @@ class Progress:
             return result
 
         inference.step = step
-        bar.reset(total=bar.total)
+        bar.unit = inference.progress_unit
+        bar.reset(total=inference.progress_total or bar.total)
 
     def done(self, status: str):
         """End the trial's bar with its STATUS, on a line of its own."""

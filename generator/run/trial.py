@@ -9,6 +9,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from iteralab.core.language import Text
 from iteralab.store.trials import PHASES
@@ -51,6 +52,14 @@ def host_peak_rss() -> int:
     """Return the peak RSS in bytes since the last reset (or since start when resets are impossible)."""
     peak = _status_bytes("VmHWM:")
     return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class TrialPlace(NamedTuple):
+    """Where a trial writes its files: the runs folder, its campaign and its id."""
+
+    runs_dir: Path
+    campaign: str
+    trial_id: str
 
 
 class Interrupted(BaseException):

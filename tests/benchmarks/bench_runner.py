@@ -84,8 +84,9 @@ def classify_pair(base: Path, corpus_file: Path, entries, batch_size: int):
     from iteralab.run.workloads import classify
 
     variant = Variant("bench", "bench", batch_size, "fp32", "none", False, "sdpa", False, "cpu")
-    tokenizer, model = classify.load_model(base, variant)
-    work = classify.Work(tokenizer, model, variant, {"padding": "longest", "max_length": 64})
+    protocol = {"padding": "longest", "max_length": 64}
+    tokenizer, model = classify.load_model(base, variant, protocol)
+    work = classify.Work(tokenizer, model, variant, protocol)
     work.warmup(entries, {}, 3, 1)
     return (lambda: work.measured(corpus_file)), (lambda: bare_classify(model, tokenizer, corpus_file, batch_size, 64))
 
@@ -96,10 +97,10 @@ def generate_pair(base: Path, corpus_file: Path, entries, batch_size: int, folde
 
     variant = Variant("bench", "bench", batch_size, "fp32", "none", False, "sdpa", False, "cpu")
     model_dir = small_causal_lm(base, folder / "lm")
-    tokenizer, model = generate.load_model(model_dir, variant)
     protocol = {"padding": "longest", "max_length": 64,
                 "generation": {"prompt_template": "{text}", "padding_side": "left", "max_new_tokens": MAX_NEW_TOKENS,
                                "kv_cache": True, "sampling": None}}
+    tokenizer, model = generate.load_model(model_dir, variant, protocol)
     work = generate.Work(tokenizer, model, variant, protocol)
     work.warmup(entries, {}, 3, 1)
     return (lambda: work.measured(corpus_file)), (lambda: bare_generate(model, tokenizer, corpus_file, batch_size, 64,

@@ -7,8 +7,8 @@ ids and its quality. The runner keeps the protocol, rotation, stages, phases, fa
 
 from __future__ import annotations
 
-from iteralab.run.workloads import classify, generate
+from iteralab.run.workloads import adapt, classify, generate
 
-WORKLOADS = {module.KIND: module for module in (classify, generate)}
+WORKLOADS = {module.KIND: module for module in (classify, generate, adapt)}
 # Kinds the design names that this version does not measure yet, each with what it would be.
-PLANNED = {"adapt": "fine-tuning (all weights, a subset or LoRA)"}
+PLANNED = {"serve": "requests to a serving engine in another process at a declared concurrency"}

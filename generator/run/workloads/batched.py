@@ -5,10 +5,31 @@ from __future__ import annotations
 from iteralab.run.trial import batches
 
 
+def read_variant(table) -> dict:
+    """Read what a variant sets beyond the shared settings: nothing, for a kind that only runs a model."""
+    return {}
+
+
+def check_variants(variants, protocol: dict) -> list[str]:
+    """Return what is wrong between variants beyond the shared checks: nothing, for a kind that only runs a model."""
+    return []
+
+
+def inputs(campaign) -> list:
+    """Return the files a run copies beside the corpus: none."""
+    return []
+
+
+def manifest_fields(campaign) -> dict:
+    """Return what a run's manifest holds beyond the shared fields: nothing."""
+    return {}
+
+
 class Batched:
     """A unit of work over batches of the corpus: a kind gives `encode` and `step` (one batch through the model)."""
 
     variant = None
+    progress_total, progress_unit = None, "entries"  # the progress bar's: the corpus's entries unless a kind says
 
     def encode(self, texts: list[str]):
         raise NotImplementedError
@@ -28,3 +49,14 @@ class Batched:
         for _ in range(passes):
             for batch in chosen:
                 self.step(self.encode([entry.text for entry in batch]))
+
+    def before_window(self, clock, prepared, runs_dir) -> None:
+        """Warm up untimed over the protocol's first batches, in a phase of its own."""
+        protocol = prepared.campaign.protocol
+        with clock.phase("warmup"):
+            self.warmup(list(prepared.corpus.entries), prepared.token_counts, protocol["warmup"]["batches"],
+                        protocol["warmup"]["passes"])
+
+    def window_units(self, outputs) -> int:
+        """Return what the window's throughput counts: its outputs."""
+        return len(outputs)

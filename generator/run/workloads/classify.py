@@ -12,6 +12,7 @@ from iteralab.run.metrics import check_format, check_ids, evaluate
 from iteralab.run.model_check import check_loads
 from iteralab.run.predictions import read_predictions, write_predictions
 from iteralab.run.trial import batches, torch_dtype
+from iteralab.run.workloads import batched
 from iteralab.run.workloads.batched import Batched
 from iteralab.store.trials import PHASES as TRIAL_PHASES
 
@@ -22,9 +23,12 @@ THRESHOLD_METRICS = ("accuracy", "macro_f1")
 PHASES = TRIAL_PHASES
 STAGE_PHASES = ("tokenize", "forward")
 UNIT = "entries"  # what the measured window produces, counted by entries_completed
+COUNTED_PHASES = ("measured_window", "evaluation", "writing_results")  # a trial failing here did some entries
+read_variant, check_variants, inputs, manifest_fields = (batched.read_variant, batched.check_variants, batched.inputs,
+                                                         batched.manifest_fields)
 
 
-def read_settings(top) -> dict:
+def read_settings(top, base=None) -> dict:
     """Read what only this kind declares: nothing beyond the shared protocol."""
     return {}
 
@@ -66,7 +70,7 @@ def count_tokens(tokenizer, protocol: dict, entries) -> dict[str, int]:
     return token_counts(tokenizer, entries)
 
 
-def load_model(model_dir, variant):
+def load_model(model_dir, variant, protocol: dict):
     """Load tokenizer and classifier from a local folder with the variant's precision and backends."""
     import transformers
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -154,8 +158,9 @@ class Work(Batched):
             self.completed += len(batch)
         return predictions
 
-    def after_window(self, clock, outputs) -> None:
-        """Nothing to measure outside the window beyond the shared phases."""
+    def after_window(self, clock, outputs, place) -> list:
+        """Return the outputs: nothing to measure outside the window beyond the shared phases."""
+        return outputs
 
     def figures(self, clock, outputs) -> dict:
         """Return the trial's figures beyond the shared ones: none for this kind."""

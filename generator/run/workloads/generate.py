@@ -12,7 +12,7 @@ from iteralab.run.corpus import load_corpus
 from iteralab.run.model_check import check_loads
 from iteralab.run.tables import Table
 from iteralab.run.trial import batches, torch_dtype
-from iteralab.run.workloads import generated
+from iteralab.run.workloads import batched, generated
 from iteralab.run.workloads.batched import Batched
 from iteralab.run.workloads.classify import quantize
 from iteralab.store.trials import PHASES as TRIAL_PHASES
@@ -25,11 +25,14 @@ THRESHOLD_METRICS = ("reference_match",)
 # Prefill and decode are phases of their own, after the window and never subtracted from it.
 PHASES = (*TRIAL_PHASES[:5], "prefill", "decode", *TRIAL_PHASES[5:])
 STAGE_PHASES = ("tokenize", "prefill", "decode")
+COUNTED_PHASES = ("measured_window", "prefill", "decode", "evaluation", "writing_results")
+read_variant, check_variants, inputs, manifest_fields = (batched.read_variant, batched.check_variants, batched.inputs,
+                                                         batched.manifest_fields)
 STOP = Text("the end-of-sequence token, or max_new_tokens")
 evaluate_outputs, write_outputs, read_outputs = generated.evaluate_outputs, generated.write_outputs, generated.read_outputs
 
 
-def read_settings(top) -> dict:
+def read_settings(top, base=None) -> dict:
     """Read [generation]: prompt template, padding side, decoding (greedy, or sampling with listed seeds), KV cache."""
     table = Table(top.get("generation", dict), "generation", top.source, top.errors)
     template = table.get("prompt_template", str, default="{text}")
@@ -115,7 +118,7 @@ def check_corpus(corpus, model: dict, campaign) -> None:
                         f"reference output (label) for every entry, but {campaign.corpus_path} has entries without one")
 
 
-def load_model(model_dir, variant):
+def load_model(model_dir, variant, protocol: dict):
     """Load tokenizer and causal LM from a local folder with the variant's precision and backends."""
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -246,13 +249,14 @@ class Work(Batched):
                 self.completed += len(batch)
         return outputs
 
-    def after_window(self, clock, outputs) -> None:
+    def after_window(self, clock, outputs, place) -> list:
         """Time prefill apart (one new token per batch, as optimum-benchmark does); derive decode from the window."""
         with clock.phase("prefill"):
             for encoded in self.window_batches:
                 self.generate(encoded, 1)
         self.window_batches = []
         generated.decode_phase(clock, self, outputs)
+        return outputs
 
     def figures(self, clock, outputs) -> dict:
         """Return tokens in and out, tokens per second, prefill and decode times, and the KV cache beside its estimate."""
