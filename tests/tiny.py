@@ -162,3 +162,81 @@ def write_generation_campaign(folder: Path, model: Path, corpus: Path, *, name="
                                       max_new_tokens=max_new_tokens, min_agreement=min_agreement,
                                       variants=variants + extra), encoding="utf-8")
     return path
+
+
+ADAPTATION = """\
+campaign = "{name}"
+title = "Tiny adaptation campaign"
+
+[workload]
+kind = "adapt"
+
+[corpus]
+path = "{corpus}"
+split = "final"
+
+[model]
+path = "{model}"
+
+[adaptation]
+train = "{train}"
+learning_rate = 0.001
+updates = {updates}
+{adaptation}
+[adaptation.lora]
+rank = 4
+alpha = 8
+target_modules = ["query", "value"]
+
+[protocol]
+repetitions = {repetitions}
+max_length = 24
+padding = "longest"
+truncation = "truncate"
+seed = 1
+reference_variant = "mb8"
+
+[protocol.thresholds]
+accuracy = {accuracy}
+
+[protocol.buckets]
+short = 6
+medium = 12
+long = "rest"
+
+[protocol.warmup]
+batches = 0
+
+[[variants]]
+name = "mb8"
+series = "accumulation"
+batch_size = 8
+
+[[variants]]
+name = "mb4x2"
+series = "accumulation"
+batch_size = 4
+accumulation = 2
+
+[[variants]]
+name = "lora-mb8"
+series = "method"
+batch_size = 8
+method = "lora"
+{variants}"""
+
+
+def write_adaptation_campaign(folder: Path, model: Path, *, name="tiny-adapt", repetitions=2, updates=4, accuracy=0.0,
+                              adaptation="", variants="") -> Path:
+    """Write a training split (40 entries), a validation split (20 others) and an adaptation campaign over MODEL.
+
+    Three variants: microbatch 8 (the reference), 4 × 2 accumulated (the same effective batch) and LoRA at 8.
+    """
+    rows = corpus_rows(60, seed=3)
+    train = write_corpus(folder / f"{name}-train.jsonl", rows[:40])
+    validation = write_corpus(folder / f"{name}-validation.jsonl", rows[40:])
+    path = folder / f"{name}.toml"
+    path.write_text(ADAPTATION.format(name=name, corpus=validation.name, train=train.name, model=model.as_posix(),
+                                      repetitions=repetitions, updates=updates, accuracy=accuracy, adaptation=adaptation,
+                                      variants=variants), encoding="utf-8")
+    return path
