@@ -31,7 +31,7 @@ ORDER = Text("the training split shuffled once with the protocol's seed; each up
              "the same effective batch)")
 PRECISION = Text("fp32 weights, gradients and optimizer state; a bf16 variant runs its forward and loss under torch.autocast "
                  "(mixed precision, as transformers' Trainer does with bf16)")
-Work, load_model = adapting.Work, adapting.load_model
+Work = adapting.Work
 evaluate_outputs, write_outputs, read_outputs = classify.evaluate_outputs, classify.write_outputs, classify.read_outputs
 
 
@@ -177,6 +177,11 @@ def check_model(model_dir: Path, config: dict, protocol: dict) -> dict:
     initialised = sorted(set(found["loading"]["missing_keys"]) | set(found["loading"]["mismatched_keys"]))
     methods = adapting.check_methods(model_dir, model, protocol["adaptation"], initialised)
     return {"labels": labels, **found, "initialised_for_training": initialised, "methods": methods}
+
+
+def load_model(model_dir, variant, protocol: dict):
+    """Load tokenizer and classifier to train, with the variant's method applied."""
+    return adapting.load_model(model_dir, variant, protocol)
 
 
 def check_corpus(corpus, model: dict, campaign) -> None:
