@@ -57,7 +57,8 @@ def schedule_command(start, end, tz, gpu, lots, catalog, as_json):
 @click.option("--kv-heads", type=click.IntRange(min=1), help="key/value heads, when --model does not give them")
 @click.option("--head-dim", type=click.IntRange(min=1), help="head dimension, when --model does not give it")
 @click.option("--mode", type=click.Choice(["inference", "training"]), default="inference",
-              help="training lists the further items to document")
+              help="training lists the further items to document, and the adaptation campaign that measures them (README: "
+                   "Adaptation campaigns)")
 @click.option("--quantization", type=click.Choice(["dynamic-int8"]),
               help="count what the variant converts: Linear weights in int8, every other weight fp32 (needs --model)")
 @catalog_option

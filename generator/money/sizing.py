@@ -22,6 +22,10 @@ TRAINING_ITEMS = (
     ("buffers", "framework workspace, communication buffers, fragmentation"),
 )
 
+# Where size --mode training points: the campaign that measures what it can only list.
+MEASURED_TRAINING = ("an adaptation campaign ([workload] kind = \"adapt\") times each phase with its memory peaks "
+                     "beside this estimate; see the README's section \"Adaptation campaigns\"")
+
 
 def gib(value: int | Decimal) -> Decimal:
     """Bytes to GiB (2^30), two places, half up."""
@@ -290,4 +294,5 @@ def describe(result: dict) -> str:
     if result["training_items"]:
         lines.append("Training adds items to document one by one (no hidden multiplier is applied):")
         lines.extend(f"  - {item}: {why}" for item, why in TRAINING_ITEMS)
+        lines.append(f"To measure them instead: {MEASURED_TRAINING}")
     return "\n".join(lines)
