@@ -207,3 +207,49 @@ def test_out_of_memory_in_the_backward_pass_is_a_failure_row_naming_it_and_the_c
     assert "out of memory" in failed["error"] and failed["entries_completed"] == 0 and not failed["corpus_accepted"]
     assert failed["phases"]["first_forward"]["completed"] and failed["phases"]["first_backward"]["completed"] is False
     assert "not reached" in failed["phases"]["measured_window"]["reason"]
+
+
+@pytest.mark.slow
+def test_a_dry_run_says_the_training_split_the_updates_and_each_effective_batch(model, tmp_path):
+    from iteralab.run.summary import describe_plan
+
+    said = describe_plan(runner.prepare(write_adaptation_campaign(tmp_path, model), tmp_path / "runs"))
+    assert ("Training split tiny-adapt-train.jsonl: 40 entries, shuffled once with seed 1; each trial makes 1 first "
+            "update, then 4 in the measured window (adamw, learning rate 0.001, constant schedule)") in said
+    assert "  mb4x2: all, 4 × 2 × 1 device = 8 examples per update; trains 4,018 of 4,018 parameters" in said
+    assert "  lora-mb8: lora, 8 × 1 × 1 device = 8 examples per update; trains 290 of 4,308 parameters" in said
+    refusing = tmp_path / "refusing.toml"
+    refusing.write_text((tmp_path / "tiny-adapt.toml").read_text().replace('truncation = "truncate"',
+                                                                            'truncation = "refuse"'))
+    write_corpus(tmp_path / "tiny-adapt-validation.jsonl", [row for row in corpus_rows(60, seed=3)[40:]
+                                                             if len(row["text"].split()) < 20])
+    with pytest.raises(UserError, match=r"tiny-adapt-train.jsonl: 13 training entries exceed max_length 24"):
+        runner.prepare(refusing, tmp_path / "runs")
+
+
+@pytest.mark.slow
+def test_an_interrupted_adaptation_resumes_and_runs_that_repetition_again(model, tmp_path, monkeypatch):
+    from iteralab.run.trial import Interrupted
+
+    real_load, loads = adapting.load_model, {"n": 0}
+
+    def load(model_dir, variant, protocol):
+        tokenizer, loaded = real_load(model_dir, variant, protocol)
+        loads["n"] += 1
+        if loads["n"] == 2:  # the second trial is stopped as SIGTERM would stop it, in its first forward
+            def hook(module, args, output):
+                raise Interrupted("SIGTERM")
+
+            loaded.classifier.register_forward_hook(hook)
+        return tokenizer, loaded
+
+    monkeypatch.setattr(adapting, "load_model", load)
+    campaign = write_adaptation_campaign(tmp_path, model, repetitions=1)
+    first = runner.run_campaign(campaign_file=campaign, runs_dir=tmp_path / "runs", quiet=True, stages=False)
+    assert first.interrupted and [(t["variant"], t["status"], t["failed_phase"]) for t in first.trials] == [
+        ("mb8", "ok", None), ("mb4x2", "interrupted", "first_forward")]
+    resumed = runner.run_campaign(campaign_file=campaign, runs_dir=tmp_path / "runs", quiet=True, resume=True)
+    assert [(t["variant"], t["status"], t.get("retry_of")) for t in resumed.trials] == [
+        ("mb4x2", "ok", first.trials[1]["record_id"]), ("lora-mb8", "ok", None)]
+    exported = sorted(path.name for path in (tmp_path / "runs" / "tiny-adapt" / "models").iterdir())
+    assert exported == sorted(t["record_id"] for t in (first.trials[0], *resumed.trials))

@@ -22,7 +22,8 @@ def describe_plan(prepared) -> str:
              f"({', '.join(f'{n} {k}' for k, n in prepared.bucket_counts.items())}), "
              f"{prepared.truncated} longer than max_length {protocol['max_length']} "
              f"({'truncated' if protocol['truncation'] == 'truncate' else 'refused'})",
-             f"Protocol fingerprint {prepared.fingerprint}", "Plan (trials in order):"]
+             f"Protocol fingerprint {prepared.fingerprint}", *prepared.workload.plan_lines(prepared),
+             "Plan (trials in order):"]
     lines += [f"  {step['sequence']:>3}. {step['variant']} (repetition {step['repetition']})" for step in plan_data(prepared)["plan"]]
     if prepared.rental is not None:
         rental = prepared.rental

@@ -195,12 +195,27 @@ def check_corpus(corpus, model: dict, campaign) -> None:
         if unknown:
             raise UserError(f"{name}: gold label(s) {', '.join(unknown)} are not labels of the classifier "
                             f"({', '.join(model['labels'])})")
+    _refuse_long_training_entries(train, campaign)
     seen = {entry.id for entry in train.entries} | {entry.text for entry in train.entries}
     shared = [entry.id for entry in corpus.entries if entry.id in seen or entry.text in seen]
     if shared:
         raise UserError(f"{campaign.corpus_path}: {len(shared)} validation entries are also in the training split "
                         f"{train.source} (same id or text; first: {', '.join(shared[:5])}): the validation split must "
                         "never be seen in training; remove them from one of the two")
+
+
+def _refuse_long_training_entries(train, campaign) -> None:
+    """Refuse training entries over max_length when the protocol refuses truncation, as for the corpus."""
+    protocol = campaign.protocol
+    if protocol["truncation"] != "refuse":
+        return
+    from transformers import AutoTokenizer
+
+    counted = token_counts(AutoTokenizer.from_pretrained(campaign.model_path, local_files_only=True), train.entries)
+    over = [entry_id for entry_id, count in counted.items() if count > protocol["max_length"]]
+    if over:
+        raise UserError(f"{train.source}: {len(over)} training entries exceed max_length {protocol['max_length']} tokens "
+                        f"(first: {', '.join(over[:5])}) and the protocol refuses truncation")
 
 
 def count_tokens(tokenizer, protocol: dict, entries) -> dict[str, int]:
@@ -217,6 +232,20 @@ def inputs(campaign) -> list[tuple[Path, str]]:
     """Return the training split and where the run keeps its copy, beside the corpus's."""
     train = campaign.protocol["adaptation"]["train"]
     return [(campaign.source.parent / train["path"], adapting.train_copy(campaign.name, train))]
+
+
+def plan_lines(prepared) -> list[str]:
+    """Say the training split, the updates per trial and each variant's effective batch and trained parameters."""
+    protocol = prepared.campaign.protocol
+    settings, methods = protocol["adaptation"], prepared.model["methods"]
+    lines = [f"Training split {settings['train']['source_name']}: {settings['train']['entries']} entries, shuffled once "
+             f"with seed {protocol['seed']}; each trial makes 1 first update, then {settings['updates']} in the measured "
+             f"window ({settings['optimizer']}, learning rate {settings['learning_rate']:g}, {settings['schedule']} schedule)"]
+    for variant in prepared.campaign.variants:
+        counted = methods[variant.method]
+        lines.append(f"  {variant.name}: {variant.method}, {effective_batch(variant)} examples per update; trains "
+                     f"{counted['trainable_parameters']:,} of {counted['total_parameters']:,} parameters")
+    return lines
 
 
 def manifest_fields(campaign) -> dict:

@@ -20,6 +20,11 @@ def inputs(campaign) -> list:
     return []
 
 
+def plan_lines(prepared) -> list[str]:
+    """Return what a dry run says beyond the shared plan: nothing."""
+    return []
+
+
 def manifest_fields(campaign) -> dict:
     """Return what a run's manifest holds beyond the shared fields: nothing."""
     return {}

@@ -24,8 +24,8 @@ PHASES = TRIAL_PHASES
 STAGE_PHASES = ("tokenize", "forward")
 UNIT = "entries"  # what the measured window produces, counted by entries_completed
 COUNTED_PHASES = ("measured_window", "evaluation", "writing_results")  # a trial failing here did some entries
-read_variant, check_variants, inputs, manifest_fields = (batched.read_variant, batched.check_variants, batched.inputs,
-                                                         batched.manifest_fields)
+read_variant, check_variants, inputs, manifest_fields, plan_lines = (
+    batched.read_variant, batched.check_variants, batched.inputs, batched.manifest_fields, batched.plan_lines)
 
 
 def read_settings(top, base=None) -> dict:
