@@ -154,3 +154,53 @@ def test_a_cuda_phase_synchronises_before_each_timer_read_and_resets_then_reads_
                       "read allocated", "read reserved"]
     measured = clock.phases["measured_window"]
     assert (measured["duration_ns"], measured["gpu_peak_allocated_bytes"], measured["gpu_peak_reserved_bytes"]) == (4_000, 100, 200)
+
+
+class InitialisingCuda:
+    """Stands in for torch.cuda on a two-GPU machine: records what initialising it does, in order."""
+
+    def __init__(self, events, initialised=False):
+        self.events, self.initialised = events, initialised
+
+    def is_available(self):
+        return True
+
+    def is_initialized(self):
+        return self.initialised
+
+    def init(self):
+        self.events.append("init")
+
+    def device_count(self):
+        return 2
+
+    def synchronize(self, device):
+        self.events.append(f"synchronize {device}")
+
+
+def test_cuda_initialisation_is_timed_once_on_the_devices_the_variants_use(tiny_campaign):
+    """#44: CUDA's initialisation was paid while the manifest read the GPUs, outside every timed phase."""
+    path = tiny_campaign(batch_sizes=(1, 4))
+    path.write_text(path.read_text().replace('batch_size = 4\n', 'batch_size = 4\ndevice = "cuda:1"\n')
+                    .replace('batch_size = 1\n', 'batch_size = 1\ndevice = "cuda"\n'))
+    campaign = load_campaign(path)
+    events, ticks = [], iter([10_000, 250_000])
+
+    def clock():
+        events.append("timer")
+        return next(ticks)
+
+    found = devices.initialise_devices(campaign, InitialisingCuda(events), clock)
+    assert events == ["timer", "init", "synchronize cuda:0", "synchronize cuda:1", "timer"]
+    assert (found["duration_ns"], found["devices"]) == (240_000, ["cuda:0", "cuda:1"]) and "once per process" in found["what"]
+    again = devices.initialise_devices(campaign, InitialisingCuda([], initialised=True), clock)
+    assert again["duration_ns"] is None and "initialised earlier in this process" in again["reason"]
+    on_cpu = devices.initialise_devices(load_campaign(tiny_campaign()), InitialisingCuda([]), clock)
+    assert on_cpu == {"duration_ns": None, "devices": [], "reason": "no variant runs on a GPU"}
+
+
+@pytest.mark.slow
+def test_a_cpu_run_says_why_no_device_initialisation_was_timed(tiny_campaign, tmp_path):
+    result = runner.run_campaign(campaign_file=tiny_campaign(repetitions=1, batch_sizes=(1,)), runs_dir=tmp_path / "runs",
+                                 quiet=True, stages=False)
+    assert result.manifest["device_initialisation"] == {"duration_ns": None, "devices": [], "reason": "no variant runs on a GPU"}

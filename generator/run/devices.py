@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
@@ -15,6 +16,31 @@ def _torch_cuda():
     import torch
 
     return torch.cuda
+
+
+INITIALISATION = Text("torch.cuda.init() and the first synchronisation of each device the variants use (which creates "
+                      "its context), timed before anything else in the process touches CUDA: paid once per process, so "
+                      "once per run (and again by each resumption)")
+
+
+def initialise_devices(campaign, cuda=None, clock=time.perf_counter_ns) -> dict:
+    """Time CUDA's initialisation on the devices the variants use, once, before the checks and the manifest touch them."""
+    used = sorted({int(v.device.partition(":")[2] or 0) for v in campaign.variants if v.device.startswith("cuda")})
+    if not used:
+        return {"duration_ns": None, "devices": [], "reason": Text("no variant runs on a GPU")}
+    cuda = cuda or _torch_cuda()
+    if not cuda.is_available():
+        return {"duration_ns": None, "devices": [], "reason": Text("torch sees no CUDA device here")}
+    if cuda.is_initialized():
+        return {"duration_ns": None, "devices": [], "reason": Text(
+            "CUDA was initialised earlier in this process (another run in the same Python process): not paid again")}
+    start = clock()
+    cuda.init()
+    count = cuda.device_count()
+    devices = [f"cuda:{index}" for index in used if index < count]  # a missing one is refused next, naming the others
+    for device in devices:
+        cuda.synchronize(device)
+    return {"duration_ns": clock() - start, "devices": devices, "what": INITIALISATION}
 
 
 def device_findings(campaign, cuda=None) -> list[dict]:

@@ -15,7 +15,13 @@ from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.money.quantized import dynamic_int8_bytes
 from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, refuse_changed_protocol, rotation
 from iteralab.run.corpus import Corpus, load_corpus
-from iteralab.run.devices import apply_determinism, check_determinism, check_devices, determinism
+from iteralab.run.devices import (
+    apply_determinism,
+    check_determinism,
+    check_devices,
+    determinism,
+    initialise_devices,
+)
 from iteralab.run.machine import code_version, machine_facts, model_files
 from iteralab.run.rental import check_machine, find_rental, rental_link
 from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
@@ -56,6 +62,7 @@ class Prepared:
     resumption: Resumption | None = None  # the run --resume continues
     stages: dict | None = None  # each variant's validation stages, run before any timing (or why not)
     failed_stages: dict = field(default_factory=dict)  # variant name -> its failed stage: its trials are failure rows
+    device_initialisation: dict | None = None  # CUDA's initialisation, timed once before anything touched it
 
     @property
     def workload(self):
@@ -97,6 +104,7 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     campaign = load_campaign(campaign_file)
+    initialisation = initialise_devices(campaign)  # timed first: the device checks below would initialise CUDA untimed
     check_devices(campaign)  # before any model loads: a device this machine lacks, or determinism CUDA cannot hold
     check_determinism(campaign)
     runs_dir = Path(runs_dir)
@@ -135,7 +143,8 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
         campaign, corpus, f"{campaign.name}/inputs/{corpus.file_sha256[:16]}{campaign.corpus_path.suffix.lower()}",
         fingerprint, model, token_counts, bucket_of,
         {bucket["name"]: sum(1 for b in bucket_of.values() if b == bucket["name"]) for bucket in protocol["buckets"]},
-        len(over), plan, existing, environment=environment, rental=rental, resumption=resumption)
+        len(over), plan, existing, environment=environment, rental=rental, resumption=resumption,
+        device_initialisation=initialisation)
     return prepared
 
 
@@ -253,7 +262,7 @@ def _manifest(prepared: Prepared) -> dict:
         variants={variant.name: variant.config() for variant in campaign.variants},
         plan=plan_data(prepared)["plan"],
         seed=campaign.protocol["seed"], deterministic=campaign.protocol["deterministic"],
-        determinism=determinism(campaign.protocol),
+        determinism=determinism(campaign.protocol), device_initialisation=prepared.device_initialisation,
         stages=prepared.stages,
     )
     if prepared.rental is not None:
