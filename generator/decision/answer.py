@@ -9,6 +9,7 @@ from decimal import Decimal
 from types import SimpleNamespace
 
 from iteralab.core.language import Figure, Joined, Text
+from iteralab.decision.kinds import MODEL
 from iteralab.decision.plan import span, span_range
 from iteralab.decision.question import Question
 from iteralab.money.schedule import format_hours
@@ -76,7 +77,9 @@ def answer(question: Question, ranked: list, infeasible: list, rows: list, to_me
         measuring = Text("To measure: {names}; a price says nothing about a card's throughput.", names=names)
         lines.append(measuring)
     if question.missing and not question.declared:
-        lines.append(Text("The campaign file states no [decision] table, so this answer assumes one corpus and no window."))
+        lines.append(Text("The campaign file states no [decision] table, so this answer assumes one model and no window.")
+                     if question.unit == MODEL else
+                     Text("The campaign file states no [decision] table, so this answer assumes one corpus and no window."))
     found.next_step = _next_step(found.cheapest, ranked, to_measure, question)
     # The page lists the other sentences under the first, and the cards to measure in a list of their own.
     found.points = tuple(line for line in lines if line is not measuring)
@@ -126,6 +129,10 @@ def _runner_up(found: SimpleNamespace, best, runner) -> str:
         return Text("Runner-up: {label}, {gap} {currency} more, {pace}.", label=runner.label, gap=found.gap_money,
                     currency=best.plan.currency, pace=pace)
     statement = separate(best.summary, runner.summary)
+    if statement["separated"] and best.unit == MODEL:  # the repetitions are compared over their measured training windows
+        return Text("Runner-up: {label} plans the same spend, but the repetitions separate their measured training "
+                    "windows: median {best} s against {runner} s, the ranges do not overlap.", label=runner.label,
+                    best=Figure(best.summary.median, 3, grouped=False), runner=Figure(runner.summary.median, 3, grouped=False))
     if statement["separated"]:
         return Text("Runner-up: {label} plans the same spend, but the repetitions separate them: median {best} s against "
                     "{runner} s per corpus, the ranges do not overlap.", label=runner.label,

@@ -29,18 +29,53 @@ def _feasible(side: dict) -> str:
     return say(Text("yes")) if side["feasible"] else say(Text("no: {conditions}", conditions="; ".join(side["conditions"])))
 
 
+def _figure(side: dict, name: str, digits: int) -> str:
+    found = (side.get("adaptation") or {}).get(name) or {"median": None, "reason": Text("not recorded")}
+    if found["median"] is None:
+        return say(found["reason"] or Text("not recorded"))
+    return say(Text("median {median}", median=Figure(found["median"], digits, grouped=False)))
+
+
+def _memory(side: dict) -> str:
+    """Say the memory estimate beside the highest measured peak (GPU reserved, else host RSS), each labelled."""
+    figures = side.get("adaptation") or {}
+    measured = figures.get("measured") or {}
+    estimate = (Text("estimate {value} bytes", value=Figure(figures["estimate_bytes"])) if figures.get("estimate_bytes")
+                is not None else Text("estimate: {reason}", reason=figures.get("estimate_reason") or Text("not recorded")))
+    peak = next(((key, measured[key]["value"]) for key in ("gpu_peak_reserved_bytes", "host_peak_rss_bytes")
+                 if (measured.get(key) or {}).get("value") is not None), None)
+    said_peak = (Text("measured {value} bytes ({counter})", value=Figure(peak[1]), counter=peak[0]) if peak
+                 else Text("measured: not recorded"))
+    return say(Text("{estimate}; {measured}", estimate=estimate, measured=said_peak))
+
+
+def _adaptation_rows(old: dict, new: dict) -> list[tuple[Text, str, str]]:
+    """Return the rows of two model configurations: the time to the validated model, updates per second, validation
+    accuracy and memory; none where neither side's trials carry the adaptation object."""
+    if not old.get("adaptation") and not new.get("adaptation"):
+        return []
+    return [(Text("time to the validated model (s)"), _figure(old, "time_to_validated_model_s", 3),
+             _figure(new, "time_to_validated_model_s", 3)),
+            (Text("updates per second"), _figure(old, "updates_per_s", 2), _figure(new, "updates_per_s", 2)),
+            (Text("validation accuracy"), _figure(old, "accuracy", 3), _figure(new, "accuracy", 3)),
+            (Text("memory: estimate and measured peak"), _memory(old), _memory(new))]
+
+
 def side_by_side(pair: dict) -> list[tuple[Text, str, str]]:
     """Return a configuration's rows: what, earlier, later (each already written in the current language)."""
     old, new = pair["earlier"], pair["later"]
+    models = old.get("unit") == "model" or new.get("unit") == "model"
     return [
         (Text("measured window"), _window(old), _window(new)),
+        *_adaptation_rows(old, new),
         (Text("quality"), _accepted(old), _accepted(new)),
         (Text("feasible"), _feasible(old), _feasible(new)),
         (Text("planned package spend"), _money(old["planned"], old["planned_currency"], old["planned_reason"]),
          _money(new["planned"], new["planned_currency"], new["planned_reason"])),
         (Text("observed spend"), _money(old["observed"], old["observed_currency"], old["observed_reason"]),
          _money(new["observed"], new["observed_currency"], new["observed_reason"])),
-        (Text("cost per validated corpus"), _money(old["cost_per_corpus"], None, old["cost_reason"], undefined=False),
+        (Text("cost per validated model") if models else Text("cost per validated corpus"),
+         _money(old["cost_per_corpus"], None, old["cost_reason"], undefined=False),
          _money(new["cost_per_corpus"], None, new["cost_reason"], undefined=False)),
     ]
 

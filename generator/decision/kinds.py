@@ -11,7 +11,19 @@ from iteralab.core.language import Joined, Text
 
 # What each kind of work does, one message each: a new kind is one line here and its translation.
 WORK = {"classify": Text("label every text of a corpus with a fine-tuned classifier"),
-        "generate": Text("generate text for every prompt of a corpus with a causal language model")}
+        "generate": Text("generate text for every prompt of a corpus with a causal language model"),
+        "adapt": Text("fine-tune a text classifier (all weights, a named subset or LoRA) and validate it")}
+# The useful unit of the decision each kind names (the design's last row): a validated corpus unless said here. An
+# adaptation delivers a validated adapted model (exported, hashed, accepted by the validation thresholds).
+UNITS = {"adapt": "model"}
+CORPUS, MODEL = "corpus", "model"
+
+
+def unit_of(kinds) -> str:
+    """Return the useful unit of a campaign whose manifests name KINDS: 'model' when every kind delivers models, else
+    'corpus' (no manifest yet, or kinds that disagree, keep the corpus: the figures are said as they always were)."""
+    kinds = tuple(kinds)
+    return MODEL if kinds and all(UNITS.get(kind) == MODEL for kind in kinds) else CORPUS
 
 
 def described(kind: str) -> Text | str:

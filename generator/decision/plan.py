@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from iteralab.core.language import Figure, Text
+from iteralab.decision.kinds import CORPUS
 from iteralab.decision.question import Question
 from iteralab.money.catalog import Catalog, Gpu
 from iteralab.money.schedule import PackagePlan, format_hours, package_plans, single_package
@@ -71,11 +72,13 @@ class Plan:
 
 
 def project(row, question: Question, corpus_entries: int | None, lots: int) -> tuple | None:
-    """Project processing hours (min, median, max) for the workload when LOTS machines share it."""
+    """Project processing hours (min, median, max) for the workload when LOTS machines share it: the time of one unit
+    (a corpus's measured window; a model's time to the validated model) times the units per lot, plus the one-time
+    seconds that unit does not hold (store.trials' window_s and one_time_s)."""
     low, middle, high = row.window_seconds
     if low is None:
         return None
-    if question.entries is not None:
+    if question.entries is not None and question.unit == CORPUS:  # a stream of entries; models are counted as corpora
         if not corpus_entries:
             return None
         per_lot = question.entries / corpus_entries  # one stream: more lots do not divide it

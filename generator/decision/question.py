@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from iteralab.core.language import Figure, Text
+from iteralab.decision.kinds import CORPUS, MODEL, unit_of
 from iteralab.store.views import CampaignView
 
 
@@ -23,11 +24,15 @@ class Question:
     deadline: str | None
     deadline_hours: Decimal | None
     budget: Decimal | None
+    unit: str = CORPUS  # the useful unit the campaign's kind of work delivers: a validated corpus, or a validated model
 
     @property
     def missing(self) -> list[str]:
         """Name the parts of the question the campaign file left out."""
         if not self.declared:
+            if self.unit == MODEL:
+                return [Text("the whole [decision] table (workload, access window, deadline, budget): one model assumed, "
+                             "no window")]
             return [Text("the whole [decision] table (workload, access window, deadline, budget): one corpus assumed, no window")]
         found = []
         if self.window_hours is None:
@@ -46,6 +51,11 @@ class Question:
 
     def workload(self, corpus_entries: int | None) -> str:
         """Describe the production workload in words."""
+        if self.unit == MODEL:  # [decision] corpora counts the models wanted: each trained and validated apart
+            if (self.corpora or 1) == 1:
+                return Text("1 validated model like the campaign's (trained, validated and exported)")
+            return Text("{count} validated models like the campaign's, each trained, validated and exported apart",
+                        count=self.corpora)
         if self.entries is not None:
             if corpus_entries:
                 return Text("{entries} entries ({times} × the campaign's corpus), processed as one stream",
@@ -59,12 +69,13 @@ class Question:
 def question_of(view: CampaignView) -> Question:
     """Read the decision question from the campaign's protocol (absent in campaign files without [decision])."""
     stated = (view.protocol or {}).get("decision")
+    unit = unit_of(getattr(view, "kinds", ()))  # a view without manifests names no kind: a corpus
     if not stated:
-        return Question(False, 1, None, None, None, None, None, None, None, None)
+        return Question(False, 1, None, None, None, None, None, None, None, None, unit)
 
     def number(key):
         return None if stated.get(key) is None else Decimal(str(stated[key]))
 
     return Question(True, stated.get("corpora"), stated.get("entries"), number("window_hours"), stated.get("window_start"),
                     stated.get("window_end"), stated.get("time_zone"), stated.get("deadline"), number("deadline_hours"),
-                    number("budget"))
+                    number("budget"), unit)

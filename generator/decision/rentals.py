@@ -13,7 +13,7 @@ from iteralab.core.files import copy_atomically, sha256_file, writing
 from iteralab.decision.rental_checks import check_rentals
 from iteralab.money.catalog import load_catalog, quote
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
-from iteralab.store import reading, records
+from iteralab.store import adaptation, reading, records
 from iteralab.store.listing import campaign_names, did_you_mean
 from iteralab.store.views import campaign_views
 
@@ -187,6 +187,10 @@ def deliver(*, runs_dir: Path | str, campaign: str, trial_id: str, name: str | N
     trial = next((r for r in mine if r["kind"] == "trial" and r["record_id"] == trial_id), None)
     if trial is None:
         raise UserError(f"trial {trial_id} is not a trial of campaign {campaign}; see the campaign page or runs/{campaign}/records")
+    if trial.get(adaptation.BLOCK):
+        raise UserError(f"trial {trial_id} is an adaptation: its deliverable is its validated model, which decide and the "
+                        "pages count by themselves (one per configuration with an accepted, exported and hashed model; "
+                        "repetitions are not extra models), so there is nothing to record; nothing was recorded")
     if not trial["corpus_accepted"]:
         why = trial["error"] or "; ".join(f"{v['metric']} {v['value']} < {v['threshold']}"
                                           for v in (trial.get("quality") or {}).get("verdicts", []) if not v["passed"])

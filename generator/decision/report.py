@@ -12,12 +12,13 @@ from iteralab.core.errors import CampaignFailed, UserError, within_campaign
 from iteralab.core.language import Figure, Joined, Text
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.decision.answer import answer
+from iteralab.decision.kinds import CORPUS, MODEL
 from iteralab.decision.plan import Plan, decimal_hours, plan_row
 from iteralab.decision.question import Question, question_of
 from iteralab.decision.rental_checks import check_rentals
 from iteralab.money.catalog import Catalog, load_catalog, money
 from iteralab.money.schedule import format_hours, package_plans, single_package
-from iteralab.store import expenses
+from iteralab.store import adaptation, expenses
 from iteralab.store.configuration import catalog_card
 from iteralab.store.reading import load
 from iteralab.store.trials import trial_table
@@ -30,8 +31,8 @@ class Row:
 
     summary: VariantSummary
     statuses: dict
-    window_seconds: tuple  # min, median, max of the measured window per corpus
-    one_time_seconds: tuple  # min, max of environment check + load + compilation + warm-up
+    window_seconds: tuple  # min, median, max of one unit: the measured window per corpus, the time to a validated model
+    one_time_seconds: tuple  # min, max of environment check + load + compilation + warm-up (a model: check, compilation)
     lots: int | None = None
     hours: tuple | None = None  # projected (min, median, max) processing hours for the workload on those lots
     plan: Plan | None = None
@@ -43,8 +44,8 @@ class Row:
     observed_rentals: tuple = ()
     observed_reason: str | None = None
     shared_with: int = 0
-    deliverables: int = 0
-    cost_per_corpus: Decimal | None = None
+    deliverables: int = 0  # accepted deliverables of a corpus; validated models of a model (one at most, see model)
+    cost_per_corpus: Decimal | None = None  # the cost per validated unit: a corpus, or a model where unit says so
     cost_reason: str | None = None
     cost_includes: str | None = None  # which costs the cost per validated corpus sums
     other_items: tuple = ()  # the expenses that apply to this configuration
@@ -56,6 +57,8 @@ class Row:
     observed_total: Decimal | None = None  # observed package + other costs
     observed_total_reason: str | None = None
     conditions: tuple = ()
+    unit: str = CORPUS  # what the configuration delivers: a validated corpus, or a validated model
+    model: dict | None = None  # a model's: the validated model (store.adaptation.validated_model), None without one
 
     @property
     def feasible(self) -> bool:
@@ -157,7 +160,8 @@ def _observed(row: Row, links: dict, rows_by_run: dict, items: tuple = ()) -> Ro
     elif found["observed_total"] is None:
         found["cost_reason"] = Text("undefined: {reason}", reason=found["observed_total_reason"])
     elif row.deliverables == 0:
-        found["cost_reason"] = Text("undefined: no accepted deliverable")
+        found["cost_reason"] = (Text("undefined: {reason}", reason=adaptation.NO_MODEL) if row.unit == MODEL
+                                else Text("undefined: no accepted deliverable"))
     else:
         found["cost_per_corpus"] = money(found["observed_total"] / row.deliverables)
     return dataclasses.replace(row, **found)
@@ -259,7 +263,7 @@ def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
     for summary in view.variants:
         found = figures.get(summary.key, {"statuses": {}, "window": (None, None, None), "one_time": (None, None)})
         measured = Row(summary, found["statuses"], found["window"], found["one_time"],
-                       deliverables=len(delivered.get(summary.key, ())))
+                       **_delivered(summary, question, delivered.get(summary.key, ())))
         planned.append(plan_row(measured, question, corpus_entries, catalog))
         for trial in summary.trials:
             rows_by_run.setdefault(trial["run_id"], set()).add(summary.key)
@@ -278,6 +282,15 @@ def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
                   problems, **answer(question, ranked, infeasible, rows, to_measure, corpus_entries),
                   exclusions=tuple(view.exclusion_table()), **_unequal(view, rows, ranked), paid_for=paid_for,
                   unlinked=tuple(r for r in view.rentals if r["record_id"] not in paid_for), kinds=view.kinds)
+
+
+def _delivered(summary: VariantSummary, question: Question, corpora) -> dict:
+    """Return what a configuration delivers: the distinct corpora of its deliverables; for a campaign whose unit is a
+    model, its validated model, one at most whatever its repetitions (five repetitions are not five models)."""
+    if question.unit != MODEL:
+        return {"deliverables": len(corpora)}
+    model = adaptation.validated_model(summary.counted)
+    return {"unit": MODEL, "model": model, "deliverables": int(model is not None)}
 
 
 def _sum(rentals) -> dict:

@@ -13,6 +13,7 @@ from iteralab.core.language import Text
 from iteralab.decision.kinds import not_comparable
 from iteralab.decision.report import Report, Row, decide_guarded
 from iteralab.money.catalog import Catalog, load_catalog
+from iteralab.store import adaptation
 from iteralab.store.listing import campaign_view_of
 from iteralab.store.questions import asked_again, changes, newest, question_differences
 from iteralab.store.separation import separate
@@ -49,7 +50,22 @@ def _side(row: Row) -> dict:
             "planned": row.plan.total if row.plan else None, "planned_currency": row.plan.currency if row.plan else None,
             "planned_reason": None if row.plan else row.plan_reason, "observed": row.observed_spend,
             "observed_currency": row.observed_currency, "observed_reason": row.observed_reason,
-            "cost_per_corpus": row.cost_per_corpus, "cost_reason": row.cost_reason}
+            "cost_per_corpus": row.cost_per_corpus, "cost_reason": row.cost_reason, **_adapted(row)}
+
+
+def _adapted(row: Row) -> dict:
+    """Return a model row's unit and adaptation figures (medians, each with its reason when empty): the time to the
+    validated model, updates per second, validation accuracy, the memory estimate and the measured peaks; nothing for a
+    row whose trials carry no adaptation object, so a comparison of corpora reads as it always did."""
+    figures = adaptation.of_summary(row.summary)
+    if figures is None:
+        return {}
+    memory = figures["memory"]
+    return {"unit": row.unit, "validated_model": (row.model or {}).get("sha256"), "adaptation": {
+        **{name: {"median": figures[name]["median"], "reason": figures[name]["reason"]}
+           for name in ("time_to_validated_model_s", "updates_per_s", "train_examples_per_s", "accuracy", "validation_loss")},
+        "method": figures["method"], "estimate_bytes": (memory["estimate"] or {}).get("total_bytes"),
+        "estimate_reason": memory["estimate_reason"], "measured": memory["measured"]}}
 
 
 def _named(row: Row, campaign: str):

@@ -8,12 +8,12 @@ from decimal import Decimal
 
 from iteralab.core.language import Figure, Joined, Text, said, say
 from iteralab.decision.answer import measure_price
-from iteralab.decision.kinds import kind_line, kind_of_work
+from iteralab.decision.kinds import MODEL, kind_line, kind_of_work
 from iteralab.decision.plan import span_range
 from iteralab.decision.report import Report, Row
 from iteralab.money.catalog import money
 from iteralab.money.schedule import format_hours
-from iteralab.store import generation
+from iteralab.store import adaptation, generation
 from iteralab.store.records import shown_time
 
 
@@ -21,13 +21,22 @@ def _text(value) -> str | None:
     return None if value is None else str(value)
 
 
+def _delivered(row: Row) -> dict:
+    """Return what a row delivers and its cost per unit: deliverables and the cost per validated corpus, or (a model's
+    row) its validated models, one at most, the model (trial, sha256) and the cost per validated model."""
+    if row.unit != MODEL:
+        return {"deliverables": row.deliverables, "cost_per_validated_corpus": _text(row.cost_per_corpus)}
+    model = None if row.model is None else {key: row.model[key] for key in ("trial_id", "path", "sha256", "bytes")}
+    return {"validated_models": row.deliverables, "validated_model": model,
+            "cost_per_validated_model": _text(row.cost_per_corpus)}
+
+
 def _observed_and_other(row: Row) -> dict:
     """Return a row's observed package spend, its other costs and the two totals, each apart."""
     return {
         "observed": {"spend": _text(row.observed_spend), "currency": row.observed_currency,
                      "rentals": [r["record_id"] for r in row.observed_rentals], "reason": row.observed_reason,
-                     "shared_with_configurations": row.shared_with, "deliverables": row.deliverables,
-                     "cost_per_validated_corpus": _text(row.cost_per_corpus), "cost_reason": row.cost_reason,
+                     "shared_with_configurations": row.shared_with, **_delivered(row), "cost_reason": row.cost_reason,
                      "cost_includes": row.cost_includes},
         "other_costs": {"total": _text(row.other_costs), "currency": row.other_currency, "reason": row.other_reason,
                         "expenses": [e["record_id"] for e in row.other_items]},
@@ -76,12 +85,13 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
             "lots": row.lots, "projected_hours": hours, "projection_reason": None if hours else "no successful trial to project from",
             "planned": plan_dict(row.plan),
             "planned_reason": row.plan_reason, **_observed_and_other(row),
-            "feasible": row.feasible, "conditions_failed": list(row.conditions), **_tokens(row),
+            "feasible": row.feasible, "conditions_failed": list(row.conditions), **_tokens(row), **_adapted(row),
         }
 
     return {
         "campaign": report.campaign, "title": report.title, "catalog_version": report.catalog_version,
         "kinds": list(report.kinds), "kind_of_work": kind_of_work(report.kinds),
+        **({"unit": MODEL} if report.question.unit == MODEL else {}),
         "question": {"declared": question.declared, "corpora": question.corpora, "entries": question.entries,
                      "workload": question.workload(report.corpus_entries),
                      "window_start": question.window_start, "window_end": question.window_end, "time_zone": question.time_zone,
@@ -135,6 +145,52 @@ def tokens_line(row: Row) -> str | None:
         return _("output tokens per second: {reason}", reason=rate["reason"])
     return _("output tokens per second: median {median}, min {low}, max {high} (over the measured window)",
              median=Figure(rate["median"], 1), low=Figure(rate["min"], 1), high=Figure(rate["max"], 1))
+
+
+def _adapted(row: Row) -> dict:
+    """Return a model row's adaptation figures (min, median, max over its repetitions, each with its reason when empty):
+    the time to the validated model, updates, examples and tokens per second, validation accuracy, macro F1 and loss;
+    the method, the effective batch and the parameters; the memory estimate beside the measured peaks; nothing for a row
+    whose trials carry no adaptation object."""
+    figures = adaptation.of_summary(row.summary)
+    if figures is None:
+        return {}
+    spreads = ("time_to_validated_model_s", "updates_per_s", "train_examples_per_s", "train_tokens_per_s", "accuracy",
+               "macro_f1", "validation_loss")
+    memory = figures["memory"]
+    return {"adaptation": {
+        **{name: {key: figures[name][key] for key in ("min", "median", "max", "reason")} for name in spreads},
+        "time_to_validated_model": figures["definition"], "method": figures["method"],
+        "effective_batch": figures["effective_batch"], "parameters": figures["parameters"],
+        "memory": {"estimate": memory["estimate"], "estimate_reason": memory["estimate_reason"],
+                   "measured": {key: memory["measured"][key] for key in adaptation.PEAKS}}}}
+
+
+def adaptation_line(row: Row) -> str | None:
+    """Say a model row's figures beside its time to the validated model, or None where its trials carry no adaptation
+    object: updates and training examples per second over the window, validation accuracy, the memory estimate beside
+    the highest measured peak (each labelled)."""
+    figures = adaptation.of_summary(row.summary)
+    if figures is None:
+        return None
+    estimate = (figures["memory"]["estimate"] or {}).get("total_bytes")
+    measured = figures["memory"]["measured"]
+    peak = next(((key, measured[key]["value"]) for key in ("gpu_peak_reserved_bytes", "host_peak_rss_bytes")
+                 if measured[key]["value"] is not None), None)
+    return _("{method}: updates per second {updates}; training examples per second {examples}; validation accuracy "
+             "{accuracy}; memory estimate {estimate} beside the measured peak {peak}", method=figures["method"],
+             updates=_median(figures["updates_per_s"], 2), examples=_median(figures["train_examples_per_s"], 1),
+             accuracy=_median(figures["accuracy"], 3), estimate=_bytes(estimate, figures["memory"]["estimate_reason"]),
+             peak=_("{value} ({counter})", value=_bytes(peak[1], None), counter=peak[0]) if peak
+             else say(measured["host_peak_rss_bytes"]["reason"]))
+
+
+def _median(spread: dict, digits: int) -> str:
+    return say(Figure(spread["median"], digits, grouped=False)) if spread["median"] is not None else say(spread["reason"])
+
+
+def _bytes(value, reason) -> str:
+    return _("{value} bytes", value=Figure(value)) if value is not None else say(reason or Text("not recorded"))
 
 
 def plan_dict(plan) -> dict | None:
@@ -200,12 +256,8 @@ def describe_report(report: Report) -> str:
         observed = (_("{amount} {currency}", amount=row.observed_spend, currency=row.observed_currency)
                     if row.observed_spend is not None else say(row.observed_reason))
         lines.append(f"{rank:>3}. {row.label}")
-        lines.append("     " + _("median {median} s per corpus; projected {span} {where}; planned {planned}; observed "
-                                 "{observed}; deliverables {deliverables}", median=Figure(row.summary.median, 3, grouped=False),
-                                 span=span_range(row.hours), where=_on_lots(row), planned=planned_text(row), observed=observed,
-                                 deliverables=row.deliverables))
-        if (tokens := tokens_line(row)) is not None:
-            lines.append("     " + tokens)
+        lines.append("     " + _per_unit(row, observed))
+        lines += ["     " + line for line in (tokens_line(row), adaptation_line(row)) if line is not None]
         if row.other_items:
             other = (_("{amount} {currency}", amount=row.other_costs, currency=row.other_currency)
                      if row.other_costs is not None else say(row.other_reason))
@@ -238,6 +290,23 @@ def describe_report(report: Report) -> str:
     if report.problems:
         lines += ["", _("Problems:"), *(f"  - {say(problem)}" for problem in report.problems)]
     return "\n".join(lines)
+
+
+def _per_unit(row: Row, observed: str) -> str:
+    """Say a ranked row's time per unit, projection, planned and observed money and what it delivered."""
+    if row.unit == MODEL:
+        model = (_("validated model {sha256} (trial {trial})", sha256=row.model["sha256"][:16], trial=row.model["trial_id"])
+                 if row.model else say(adaptation.NO_MODEL))
+        cost = (_("{amount} {currency}", amount=row.cost_per_corpus, currency=row.observed_currency)
+                if row.cost_per_corpus is not None else say(row.cost_reason))
+        return _("median {median} s per validated model (time to the validated model); projected {span} {where}; planned "
+                 "{planned}; observed {observed}; validated models {models} ({model}; repetitions are not extra models); "
+                 "cost per validated model {cost}", median=Figure(row.window_seconds[1], 3, grouped=False),
+                 span=span_range(row.hours), where=_on_lots(row), planned=planned_text(row), observed=observed,
+                 models=row.deliverables, model=model, cost=cost)
+    return _("median {median} s per corpus; projected {span} {where}; planned {planned}; observed {observed}; deliverables "
+             "{deliverables}", median=Figure(row.summary.median, 3, grouped=False), span=span_range(row.hours),
+             where=_on_lots(row), planned=planned_text(row), observed=observed, deliverables=row.deliverables)
 
 
 def exclusions_text(exclusions) -> list[str]:

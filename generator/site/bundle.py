@@ -14,6 +14,7 @@ from markupsafe import Markup, escape
 from iteralab.core import language
 from iteralab.core.errors import CampaignFailed, UserError, within_campaign
 from iteralab.core.files import write_atomically, writing
+from iteralab.core.language import Text
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder
 from iteralab.decision.report import decide
 from iteralab.decision.text import describe_report, report_dict
@@ -25,6 +26,7 @@ from iteralab.site.focus import focus_csv
 from iteralab.site.notes import load_notes
 from iteralab.site.questions import links
 from iteralab.site.render import fmt, jinja_environment, pretty_json
+from iteralab.store import adaptation
 from iteralab.store.questions import newest
 from iteralab.store.reading import load
 from iteralab.store.trials import trial_table, trials_csv
@@ -48,9 +50,11 @@ def bag_name(name: str) -> str:
     return "".join("_" if ord(char) < 32 or len(f"a{char}b".splitlines()) > 1 else char for char in name)
 
 
-# Where a record keeps the file it names (the field, and the key of that file's sha256 in it).
-NAMED_FILES = {"manifest": ("corpus", "file_sha256"), "trial": ("predictions", "sha256"), "rental": ("receipt", "sha256"),
-               "expense": ("receipt", "sha256"), "exclusion": ("document", "sha256")}
+# Where a record keeps the files it names (the field, and the key of that file's sha256 in it): an adaptation's
+# manifest names its training split's copy beside the corpus (the validation split).
+NAMED_FILES = {"manifest": (("corpus", "file_sha256"), ("training_split", "file_sha256")),
+               "trial": (("predictions", "sha256"),), "rental": (("receipt", "sha256"),),
+               "expense": (("receipt", "sha256"),), "exclusion": (("document", "sha256"),)}
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -60,8 +64,7 @@ def references(named) -> list[tuple[str, str, str | None]]:
     The sha256 is None where a record names none (an older manifest's corpus copy): the file is carried all the same.
     """
     found = []
-    for record in named:
-        field, checksum = NAMED_FILES.get(record.get("kind"), ("", ""))
+    for record, field, checksum in ((one, *where) for one in named for where in NAMED_FILES.get(one.get("kind"), ())):
         holder = record.get(field)
         if not isinstance(holder, dict) or not isinstance(holder.get("path"), str):
             continue
@@ -93,7 +96,7 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
         files[f"records/{path.name}"] = path.read_bytes()
     for manifest in view.manifests:
         files[f"manifests/{manifest['record_id']}.json"] = _json(manifest)
-        for place, relative, _ in references([manifest]):  # its corpus copy, beside it
+        for place, relative, _ in references([manifest]):  # its corpus copy (and training split), beside it
             if place not in files and (runs / relative).is_file():
                 files[place] = (runs / relative).read_bytes()
     if view.manifests:
@@ -106,6 +109,7 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
                                                      "corpus_accepted": t["corpus_accepted"], "id_check": t.get("id_check"),
                                                      "excluded_by": view.excluded.get(t["record_id"]),
                                                      "verdicts": (t.get("quality") or {}).get("verdicts")} for t in view.trials})
+    files.update(_models(view))
     files["trials.csv"] = (trials_csv(trial_table(view)) if table_csv is None else table_csv).encode("utf-8")
     price_catalog = price_catalog or load_catalog(catalog_path)
     files["catalog.csv"] = _catalog_csv(price_catalog).encode("utf-8")
@@ -132,6 +136,24 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
             files[f"notes/{bag_name(note.source)}"] = (Path(notes_dir) / note.source).read_bytes()
     files["index.html"] = _index_html(view, files, report, {} if digests is None else digests).encode("utf-8")
     return files
+
+
+def _models(view: CampaignView) -> dict[str, bytes]:
+    """Return an adaptation campaign's models/exports.json (every successful trial's export: its files with their bytes
+    and sha256, and each configuration's validated model) and models/README.txt saying why the weights are not here;
+    nothing for a campaign whose trials carry no adaptation object."""
+    if not adaptation.has_block(view.trials):
+        return {}
+    exports = {"exports": adaptation.exports(view.trials),
+               "validated_models": {summary.label: adaptation.validated_model(summary.counted) for summary in view.variants},
+               "weights_in_this_bundle": False}
+    readme = Text("The exported models (the fine-tuned weights, or the LoRA adapter alone) are not in this bundle: they are "
+                  "kept beside the runs folder, under the path each export names (CAMPAIGN/models/TRIAL_ID). exports.json "
+                  "lists every successful trial's export with each file's bytes and sha256, and the sha256 over them (the "
+                  "sha256sum lines of its files, sorted by name), so an archivist can check a model kept apart against "
+                  "these records: sha256sum its files and compare. validated_models names, per configuration, the model "
+                  "that counts in the decision: one at most, whatever its repetitions.")
+    return {"models/exports.json": _json(language.said(exports)), "models/README.txt": (readme.say() + "\n").encode("utf-8")}
 
 
 def _file_rows(listing: list[dict]) -> Markup:

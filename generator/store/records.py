@@ -110,7 +110,7 @@ def safe_relative_path(value: str) -> bool:
 
 
 # Where each kind keeps paths into the runs folder.
-PATH_FIELDS = {"manifest": ("corpus",), "trial": ("predictions",), "rental": ("receipt",), "deliverable": (),
+PATH_FIELDS = {"manifest": ("corpus", "training_split"), "trial": ("predictions",), "rental": ("receipt",), "deliverable": (),
                "exclusion": ("document",), "withdrawal": (), "expense": ("receipt",), "start": (),
                "resumption": ()}
 

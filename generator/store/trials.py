@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from iteralab.store import generation
+from iteralab.store import adaptation, generation
 from iteralab.store.views import CampaignView
 
 PHASES = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
 ONE_TIME_PHASES = PHASES[:4]  # paid once per machine, before the measured window
-# Every phase a trial record may hold, in the order they run: a kind of work's own phases (a generation trial's prefill
-# and decode) come after the measured window, outside it. Records keep their keys sorted, so this order is the one shown.
-PHASE_ORDER = (*PHASES[:5], "prefill", "decode", *PHASES[5:])
+# An adaptation trial has no warm-up (a model cannot be warmed without training it): its first forward, backward and
+# update are its one-time phases before the window, beside the environment check, the load and the compilation.
+ADAPTATION_ONE_TIME = (*PHASES[:3], *adaptation.BEFORE_WINDOW)
+# Every phase a trial record may hold, in the order they run: a kind of work's own phases come before the measured
+# window (an adaptation's first forward, backward and update) or after it, outside it (a generation trial's prefill and
+# decode, an adaptation's validation and export). Records keep their keys sorted, so this order is the one shown.
+PHASE_ORDER = (*PHASES[:4], *adaptation.BEFORE_WINDOW, "measured_window", "prefill", "decode", *adaptation.AFTER_WINDOW,
+               *PHASES[5:])
 
 # trials.csv's columns, in order; the table also holds the numbers the decision groups by (see NUMBERS).
 CSV_COLUMNS = ["record_id", "run_id", "created_at", "configuration", "variant", "hardware", "software", "series", "repetition",
@@ -25,22 +30,41 @@ GENERATION_COLUMNS = ["prefill_s", "decode_s", "output_tokens_per_s", "input_tok
                       "stopped_at_eos", "prefill_s_per_batch", "decode_s_per_new_token", "reference_match",
                       "kv_cache_estimate_bytes", "kv_cache_measured_bytes"]
 GENERATION_FIGURES = GENERATION_COLUMNS[2:9]
-OBJECT_COLUMNS = [*CSV_COLUMNS, *GENERATION_COLUMNS, "configuration_key", "accepted", "has_generation"]
-# then two float columns: window_s and one_time_s
+# And those of a campaign whose trials carry the adaptation object: its phases, its figures over the measured window,
+# the time to the validated model, the parameters, the memory estimate beside the measured peaks, the export's hash.
+ADAPTATION_COLUMNS = ["first_forward_s", "first_backward_s", "first_update_s", "validation_s", "export_s", "method",
+                      "microbatch", "accumulation", "effective_batch", "updates", "updates_per_s", "train_examples_per_s",
+                      "train_tokens_per_s", "time_to_validated_model_s", "trainable_parameters", "total_parameters",
+                      "memory_estimate_total_bytes", "gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes",
+                      "host_peak_rss_bytes", "export_sha256", "export_bytes", "first_update_loss", "validation_loss"]
+ADAPTATION_FIGURES = ("updates", "updates_per_s", "train_examples_per_s", "train_tokens_per_s", "time_to_validated_model_s")
+OBJECT_COLUMNS = [*CSV_COLUMNS, *GENERATION_COLUMNS, *ADAPTATION_COLUMNS, "configuration_key", "accepted", "has_generation",
+                  "has_adaptation"]
+# then two float columns, what the decision reads: window_s, the seconds of one useful unit (a corpus's measured window;
+# an adaptation's time to the validated model), and one_time_s, the one-time seconds that unit does not hold (for a
+# model: the environment check and the compilation, its time holding the load and the first steps)
 
 
 _ORDER = {name: index for index, name in enumerate(PHASE_ORDER)}
 _SHARED = frozenset(PHASES)
+_ADAPTING = frozenset(adaptation.BEFORE_WINDOW)
+
+
+def one_time_phases(trial: dict) -> tuple[str, ...]:
+    """Return the phases of TRIAL paid once, before its measured window: the environment check, the load, the compilation
+    and the warm-up; an adaptation's first forward, backward and update in place of a warm-up."""
+    return ADAPTATION_ONE_TIME if _ADAPTING.intersection(trial["phases"]) else ONE_TIME_PHASES
 
 
 def phases_of(trial: dict) -> tuple[str, ...]:
     """Return the phases a trial's page shows, in the order they run: every shared phase (one the record lacks is shown
     empty, as not recorded), then its kind's own after the measured window; one this version does not know, by name,
-    after those."""
+    after those. An adaptation trial has no warm-up row: its first forward, backward and update stand in its place."""
     if _SHARED.issuperset(trial["phases"]):
         return PHASES  # a trial with no phase of its own kind: most of them, thousands per page
     later = _ORDER["evaluation"] - 0.5
-    return tuple(sorted(_SHARED | set(trial["phases"]), key=lambda name: (_ORDER.get(name, later), name)))
+    shared = _SHARED - {"warmup"} if _ADAPTING.intersection(trial["phases"]) else _SHARED
+    return tuple(sorted(shared | set(trial["phases"]), key=lambda name: (_ORDER.get(name, later), name)))
 
 
 def trial_table(view: CampaignView):
@@ -69,7 +93,8 @@ def _row(trial: dict, configuration: tuple, exclusion: str | None, rule: str | N
     phases = trial["phases"]
     overall = (trial.get("quality") or {}).get("overall") or {}
     ok = trial["status"] == "ok"
-    one_time = [phases.get(name, {}).get("duration_ns") for name in ONE_TIME_PHASES]
+    model = adaptation.model_seconds(trial)
+    one_time = [phases.get(name, {}).get("duration_ns") for name in (ONE_TIME_PHASES if model is None else adaptation.OUTSIDE_MODEL)]
     label, key, hardware, software = configuration
     cells = {
         **{name: trial.get(name) for name in COPIED},
@@ -80,8 +105,9 @@ def _row(trial: dict, configuration: tuple, exclusion: str | None, rule: str | N
         "predictions_sha256": (trial.get("predictions") or {}).get("sha256"),
         "accepted": bool(trial["corpus_accepted"]),
         "excluded_by": exclusion, "exclusion_rule": rule, **_generation_cells(trial, phases, overall),
+        **_adaptation_cells(trial, phases),
     }
-    window = phases["measured_window"]["duration_ns"] / 1e9 if ok else float("nan")
+    window = (phases["measured_window"]["duration_ns"] / 1e9 if model is None else model) if ok else float("nan")
     # A phase skipped on purpose (no compilation) has no duration: it adds nothing to a one-time cost.
     once = sum(value for value in one_time if value is not None) / 1e9 if ok else float("nan")
     return tuple(cells[name] for name in OBJECT_COLUMNS), window, once
@@ -103,6 +129,31 @@ def _generation_cells(trial: dict, phases: dict, overall: dict) -> dict:
 _NO_GENERATION = {**dict.fromkeys(GENERATION_COLUMNS), "has_generation": False}
 
 
+def _adaptation_cells(trial: dict, phases: dict) -> dict:
+    """Return the cells only a trial with the adaptation object fills (None in every other trial's row); a failed
+    adaptation trial has its phases up to the one that failed."""
+    block = trial.get(adaptation.BLOCK) or {}
+    if not block and not _ADAPTING.intersection(phases):
+        return _NO_ADAPTATION
+    batch, parameters = block.get("effective_batch") or {}, block.get("parameters") or {}
+    memory, export = block.get("memory") or {}, block.get("export") or {}
+    measured = memory.get("measured") or {}
+    return {**{f"{phase}_s": _seconds(phases.get(phase, {}).get("duration_ns"))
+               for phase in (*adaptation.BEFORE_WINDOW, *adaptation.AFTER_WINDOW)},
+            "method": block.get("method") or (trial.get("variant_config") or {}).get("method"),
+            "microbatch": batch.get("microbatch"), "accumulation": batch.get("accumulation"),
+            "effective_batch": batch.get("examples"), **{name: block.get(name) for name in ADAPTATION_FIGURES},
+            **{name: parameters.get(name) for name in ("trainable_parameters", "total_parameters")},
+            "memory_estimate_total_bytes": (memory.get("estimate") or {}).get("total_bytes"),
+            **{name: measured.get(name) for name in adaptation.PEAKS},
+            "export_sha256": export.get("sha256"), "export_bytes": export.get("bytes"),
+            "first_update_loss": (block.get("losses") or {}).get("first_update"),
+            "validation_loss": (block.get("losses") or {}).get("validation"), "has_adaptation": True}
+
+
+_NO_ADAPTATION = {**dict.fromkeys(ADAPTATION_COLUMNS), "has_adaptation": False}
+
+
 def _seconds(nanoseconds) -> str | None:
     return None if nanoseconds is None else f"{nanoseconds / 1e9:.6f}"
 
@@ -114,7 +165,8 @@ def trials_csv(table) -> str:
 
     # The csv module over the object block writes what pandas' to_csv wrote (each cell as str, None empty, quoted
     # only where needed) in a tenth of its time, which counted at a thousand campaigns per build.
-    columns = [*CSV_COLUMNS, *GENERATION_COLUMNS] if table["has_generation"].any() else CSV_COLUMNS
+    columns = [*CSV_COLUMNS, *(GENERATION_COLUMNS if table["has_generation"].any() else ()),
+               *(ADAPTATION_COLUMNS if table["has_adaptation"].any() else ())]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)

@@ -11,7 +11,7 @@ from decimal import Decimal
 from iteralab.core.errors import CampaignFailed, within_campaign
 from iteralab.core.language import Joined, Recorded, Text
 from iteralab.money.catalog import cost_per_validated_corpus, money
-from iteralab.store import expenses
+from iteralab.store import adaptation, expenses
 from iteralab.store.configuration import Configuration, configuration_of
 from iteralab.store.reading import Loaded
 from iteralab.store.records import VOIDABLE
@@ -255,10 +255,12 @@ class CampaignView:
         return list(first.values())
 
     def cost(self) -> dict:
-        """Spend from rentals, accepted deliverables and cost per validated corpus (or why not)."""
+        """Spend from rentals, accepted deliverables and cost per validated corpus (or why not). A campaign whose trials
+        carry the adaptation object delivers models (unit 'model'): one per configuration with a validated model."""
         currencies = sorted({r["currency"] for r in self.rentals})
         spend = money(sum((Decimal(r["total"]) for r in self.rentals), Decimal(0))) if self.rentals else None
-        accepted = len(self.distinct_deliverables())
+        models = adaptation.has_block(self.trials)
+        accepted = adaptation.models(self.variants) if models else len(self.distinct_deliverables())
         other, other_currency, other_reason = expenses.total(self.expenses)
         includes = None
         if spend is None:
@@ -270,10 +272,11 @@ class CampaignView:
             per, reason = ((None, Text("undefined: {reason}", reason=includes)) if whole is None
                            else cost_per_validated_corpus(whole, accepted))
             if whole is not None and per is None:
-                reason = Text("undefined: no accepted deliverable")
+                reason = Text("undefined: {reason}", reason=adaptation.NO_MODEL) if models else Text("undefined: no accepted deliverable")
         return {"rentals": self.rentals, "spend": spend, "currency": currencies[0] if currencies else None,
                 "voided": [{"record": r, "void": self.void_of(r["record_id"])} for r in self.voided], "expenses": self.expenses, "other": other, "other_currency": other_currency, "other_reason": other_reason,
-                "deliverables": accepted, "cost_per_validated_corpus": per, "reason": reason, "includes": includes}
+                "deliverables": accepted, "cost_per_validated_corpus": per, "reason": reason, "includes": includes,
+                "unit": "model" if models else "corpus"}
 
 
 # 'CAMPAIGN/records/RUN.jsonl:LINE: what is wrong': the folder before the first '/' of the file part is the campaign.
