@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import difflib
 import tomllib
@@ -17,13 +16,19 @@ from iteralab.money import compatibility
 from iteralab.money.catalog import Catalog, load_catalog, lots_price
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
 from iteralab.money.sizing import gib
-from iteralab.store import generation, reading
+from iteralab.store import adaptation, generation, reading
 from iteralab.store.configuration import card_matches
 from iteralab.store.reading import Loaded
 from iteralab.store.views import campaign_views
 
 CRITERIA = ("workload_covered", "compatibility", "memory_per_gpu", "quality", "distribution_and_server", "budget_and_schedule")
 STATUSES = ("acceptable", "to-confirm", "exclude")
+# What the source points to for a failure in a phase of an adaptation (#43), in the words of the runner's stages.
+POINTS_TO = {"model_load": Text("the weights, their format or a temporary allocation while loading"),
+             "first_update": Text("the optimizer state, created at the first update (AdamW: two moments per trainable "
+                                  "parameter)"), **dict.fromkeys(("first_forward", "first_backward", "measured_window"), Text(
+                 "the microbatch, the activations it keeps for the backward pass, or the compute strategy (gradient "
+                 "checkpointing)"))}
 TOP_KEYS = {"candidate", "campaign", "variant", "configuration", "gpu", "lots", "days", "periods", "window_start", "window_end",
             "budget", "criteria"}
 
@@ -58,13 +63,12 @@ class Sheet:
     configuration: str | None = None  # the label of the configuration whose trials the derived criteria read
     currency: str | None = None  # the catalog's, for the total
     periods: int = 1  # consecutive packages of DAYS, each bought explicitly
+    work: str = "inference"  # or "adaptation" (a campaign of kind adapt): what the sheet's first line says it qualifies
 
     @property
     def outcome(self) -> str:
         statuses = {c.status for c in self.criteria}
-        if "exclude" in statuses:
-            return "excluded"
-        return "selected" if statuses == {"acceptable"} else "to confirm"
+        return "excluded" if "exclude" in statuses else "selected" if statuses == {"acceptable"} else "to confirm"
 
     @property
     def open_conditions(self) -> list[str]:
@@ -164,49 +168,60 @@ def derive_quality(trials: list[dict], variant: str, elsewhere: str | None = Non
 
 
 def derive_memory(trials: list[dict], catalog: Catalog, gpu: str, elsewhere: str | None = None,
-                  variant_trials: list[dict] | None = None) -> tuple[Criterion, int | None]:
-    """Compare the highest observed GPU reserved peak with the card's nominal capacity; where the trials carry a KV cache
-    (a generation trial's), its estimate and its measurement are said beside it, each labelled.
-
-    VARIANT_TRIALS: the variant's trials on any hardware; the estimate holds on every card (the formula at the real token
-    counts and batch), so it is read from them when the sheet's card has none; a measurement only from TRIALS.
-    """
+                  variant_trials: list[dict] | None = None, work: str = "inference") -> tuple[Criterion, int | None]:
+    """Compare the highest observed GPU reserved peak with the card's capacity; beside it, a KV cache's or (WORK adaptation)
+    an adaptation's estimate and measurement, each labelled, the estimate from VARIANT_TRIALS (it holds on any card)."""
     criterion, margin = _memory(trials, catalog, gpu, elsewhere)
-    kv = _kv_cache(trials or variant_trials or [], None if trials else elsewhere)
-    return (criterion if kv is None else dataclasses.replace(criterion, note=Joined("; ", [criterion.note, kv]))), margin
+    notes = [note for note in (_kv_cache(trials or variant_trials or [], None if trials else elsewhere),
+                               _adaptation(trials, variant_trials or trials, elsewhere) if work == "adaptation" else None)
+             if note is not None]
+    return (dataclasses.replace(criterion, note=Joined("; ", [criterion.note, *notes])) if notes else criterion), margin
+
+
+def _bytes(value, reason) -> Text:
+    """Say a memory figure: '3,584 B (0.00 GiB)', or 'empty (why)'."""
+    if value is None:
+        return Text("empty ({reason})", reason=reason if isinstance(reason, Text) else Recorded(reason))
+    return Text("{bytes} B ({gib} GiB)", bytes=Figure(value), gib=gib(value))
 
 
 def _kv_cache(trials: list[dict], elsewhere: str | None) -> Text | None:
-    """Say the KV cache: 'KV cache: estimate 3,584 B (0.00 GiB); measured empty (why)', or None where no trial has one.
-    ELSEWHERE: why TRIALS ran on other hardware than the sheet's, which a measurement of theirs does not stand for."""
+    """Say the KV cache's estimate and measurement, or None without one; ELSEWHERE: why a measurement does not stand."""
     if not generation.has_block(trials):
         return None
-
-    def said(value, reason) -> Text:
-        if value is None:
-            return Text("empty ({reason})", reason=reason if isinstance(reason, Text) else Recorded(reason))
-        return Text("{bytes} B ({gib} GiB)", bytes=Figure(value), gib=gib(value))
-
     kv = generation.kv_cache(trials)
-    measured = said(None, elsewhere) if elsewhere and kv["measured"] is not None else said(kv["measured"], kv["measured_reason"])
-    return Text("KV cache: estimate {estimate}; measured {measured}", estimate=said(kv["estimate"], kv["estimate_reason"]),
+    measured = _bytes(None, elsewhere) if elsewhere and kv["measured"] is not None else _bytes(kv["measured"], kv["measured_reason"])
+    return Text("KV cache: estimate {estimate}; measured {measured}", estimate=_bytes(kv["estimate"], kv["estimate_reason"]),
                 measured=measured)
+
+
+def _adaptation(trials: list[dict], variant_trials: list[dict], elsewhere: str | None) -> Text:
+    """Say an adaptation's memory estimate beside its peaks measured here, each labelled, and each failure's pointer."""
+    memory, measured = adaptation.memory(variant_trials), adaptation.memory(trials)["measured"]
+    peak = {key: _bytes(None, Text("not measured on this card")) if elsewhere else _bytes(measured[key]["value"], measured[key]["reason"])
+            for key in ("gpu_peak_reserved_bytes", "host_above_baseline_bytes")}
+    return Joined("; ", [Text("adaptation memory, estimate (weights + gradients + optimizer state): {estimate}; measured: GPU "
+                              "peak reserved {reserved}, host RSS above the baseline before the model loads {host}",
+                              estimate=_bytes((memory["estimate"] or {}).get("total_bytes"), memory["estimate_reason"]),
+                              reserved=peak["gpu_peak_reserved_bytes"], host=peak["host_above_baseline_bytes"]),
+                         *[Text("trial {trial} failed in {phase}: the source points to {pointer}", trial=t["record_id"],
+                                phase=t["failed_phase"], pointer=POINTS_TO.get(t["failed_phase"]) or Text("nothing here"))
+                           for t in variant_trials if t["status"] != "ok" and t.get("failed_phase")]])
 
 
 def _memory(trials: list[dict], catalog: Catalog, gpu: str, elsewhere: str | None) -> tuple[Criterion, int | None]:
     card = catalog.gpu(gpu)
     peaks = [(phase["gpu_peak_reserved_bytes"], t["record_id"]) for t in trials if t["status"] == "ok"
              for phase in t["phases"].values() if phase.get("gpu_peak_reserved_bytes") is not None]
-    ooms = [t for t in trials if t["status"] == "oom"]
     if card.memory_per_card_gb is None:
         return Criterion("memory_per_gpu", "to-confirm", Text("catalog row {card}", card=card.slug),
                          Text("the catalog does not state {card}'s memory: confirm the capacity per card", card=card.name),
                          True), None
     capacity = int(card.memory_per_card_gb * Decimal(10**9))
     if not peaks:
-        why = elsewhere or Text("the campaign ran without a GPU, so no GPU peak was observed")
-        if ooms:
-            why = Text("{count} trial(s) ran out of memory and none succeeded", count=len(ooms))
+        ooms = [t for t in trials if t["status"] == "oom"]
+        why = (Text("{count} trial(s) ran out of memory and none succeeded", count=len(ooms)) if ooms else
+               elsewhere or Text("the campaign ran without a GPU, so no GPU peak was observed"))
         return Criterion("memory_per_gpu", "to-confirm", None,
                          Text("{why}: measure the variant on a {card} ({capacity} GiB per card)", why=why, card=card.name,
                               capacity=gib(capacity)), True), None
@@ -288,17 +303,16 @@ def derive_budget(data: dict, catalog: Catalog, source: str) -> tuple[Criterion,
 def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog, views: dict | None = None) -> Sheet:
     """Read one sheet and settle its six criteria from the trials of its configuration only."""
     data = _read(path)
-    if views is None:
-        views = {view.name: view for view in campaign_views(loaded)}
+    views = views if views is not None else {view.name: view for view in campaign_views(loaded)}
     trials, label, elsewhere = _trials(views, data, catalog, path)
     quality = derive_quality(trials, data["variant"], elsewhere)
     view = views.get(data["campaign"])
     variant_trials = [t for s in (view.variants if view else ()) if s.name == data["variant"] for t in s.counted]
-    memory, margin = derive_memory(trials, catalog, data["gpu"], elsewhere, variant_trials)
+    work = "adaptation" if view and tuple(view.kinds) == ("adapt",) else "inference"
+    memory, margin = derive_memory(trials, catalog, data["gpu"], elsewhere, variant_trials, work)
     budget, total, spare = derive_budget(data, catalog, str(path))
     derived = {"quality": quality, "memory_per_gpu": memory, "budget_and_schedule": budget}
     card = catalog.gpu(data["gpu"])
-    priced = catalog.prices.get((card.slug, data["days"]))
     entries, criteria = data.get("criteria", {}), []
     for name in CRITERIA:
         entry = entries.get(name)
@@ -319,29 +333,16 @@ def qualify_sheet(path: Path, loaded: Loaded, catalog: Catalog, views: dict | No
             criterion = Criterion(name, entry["status"], entry.get("document"), entry.get("note", ""))
         criteria.append(criterion)
     return Sheet(str(path), data["candidate"], data["campaign"], data["variant"], card.slug, data["lots"], data["days"],
-                 total, margin, spare, tuple(criteria), configuration=label, currency=priced.currency if priced else None,
-                 periods=data["periods"])
-
-
-def sheet_campaigns(folder: Path) -> set[str]:
-    """Return the campaigns the sheets in FOLDER name (a sheet that cannot be read names none; qualify says why)."""
-    names = set()
-    for path in sorted(Path(folder).glob("*.toml")):
-        with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-            campaign = tomllib.loads(path.read_text(encoding="utf-8")).get("campaign")
-            if isinstance(campaign, str):
-                names.add(campaign)
-    return names
+                 total, margin, spare, tuple(criteria), configuration=label, currency=getattr(catalog.prices.get((card.slug, data["days"])), "currency", None),
+                 periods=data["periods"], work=work)
 
 
 def qualify(folder: Path | str, loaded: Loaded, catalog: Catalog, problems: list[str] | None = None,
             campaigns: list[str] | None = None) -> list[Sheet]:
-    """Settle every ``*.toml`` sheet in FOLDER; selected ones first, ranked by cost, then margin, then spare time.
-
-    With PROBLEMS (the build's list), a sheet that cannot be settled is named there, with its file, and left out, and a
-    sheet naming a campaign with no records is named there too; without it, the first such sheet stops with its file.
-    CAMPAIGNS: every campaign with records, when LOADED holds only the sheets' campaigns (the closest name is among them).
-    """
+    """Settle every ``*.toml`` sheet in FOLDER; selected ones first, ranked by cost, then margin, then spare time. With
+    PROBLEMS (the build's list), a sheet that cannot be settled is named there, with its file, and left out, and a sheet
+    naming a campaign with no records is named there too; without it, the first such sheet stops with its file.
+    CAMPAIGNS: every campaign with records, when LOADED holds only the sheets' campaigns (the closest name is among them)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise UserError(f"{folder} is not a folder of qualification sheets (*.toml)")
@@ -368,8 +369,7 @@ def qualify(folder: Path | str, loaded: Loaded, catalog: Catalog, problems: list
 def qualify_folder(*, sheets: Path | str = "qualification", runs: Path | str = DEFAULT_RUNS,
                    catalog: Path | str | None = None) -> list[Sheet]:
     """Settle every sheet of the folder SHEETS against the records under RUNS (none yet is no evidence)."""
-    runs = Path(runs)
-    return qualify(sheets, reading.load(runs) if runs.is_dir() else reading.Loaded(), load_catalog(catalog))
+    return qualify(sheets, reading.load(Path(runs)) if Path(runs).is_dir() else reading.Loaded(), load_catalog(catalog))
 
 
 def rank(sheets: list[Sheet]) -> list[Sheet]:
@@ -385,8 +385,8 @@ def describe_sheets(sheets: list[Sheet]) -> str:
     for rank_, sheet in enumerate(sheets, start=1):
         total = f"{sheet.total} {sheet.currency}" if sheet.total is not None else "not priced"
         days = f"{sheet.days} days" if sheet.periods == 1 else f"{sheet.periods} consecutive {sheet.days}-day periods"
-        lines.append(f"{rank_}. {sheet.candidate}: {sheet.outcome.upper()} ({sheet.lots} lot(s) {sheet.gpu} x {days}, "
-                     f"{total}, variant {sheet.variant} of {sheet.campaign})")
+        lines.append(f"{rank_}. {sheet.work}: {sheet.candidate}: {sheet.outcome.upper()} ({sheet.lots} lot(s) {sheet.gpu} x "
+                     f"{days}, {total}, variant {sheet.variant} of {sheet.campaign})")
         for criterion in sheet.criteria:
             origin = "override: " + criterion.override_reason if criterion.override_reason else ("derived" if criterion.derived else "entered")
             lines.append(f"     {criterion.name:<24} {criterion.status:<11} {criterion.note} [{origin}; {criterion.document or 'no document'}]")
@@ -396,5 +396,5 @@ def describe_sheets(sheets: list[Sheet]) -> str:
 def sheets_data(sheets: list[Sheet]) -> dict:
     """Return the ranked sheets as plain data, amounts as decimal strings."""
     return {"sheets": [{"candidate": s.candidate, "outcome": s.outcome, "source": s.source, "gpu": s.gpu, "lots": s.lots,
-                        "configuration": s.configuration, "days": s.days, "periods": s.periods, "total": None if s.total is None else str(s.total),
+                        "configuration": s.configuration, "days": s.days, "periods": s.periods, "work": s.work, "total": None if s.total is None else str(s.total),
                         "open_conditions": s.open_conditions, "criteria": [vars(c) for c in s.criteria]} for s in sheets]}

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import tomllib
 from importlib import resources
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import orjson
 from iteralab.core import language
 from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder, sheets_folder
-from iteralab.decision.qualification import qualify, sheet_campaigns
+from iteralab.decision.qualification import qualify
 from iteralab.money.catalog import load_catalog
 from iteralab.site import (
     charts,
@@ -291,8 +293,8 @@ def _write_shared_pages(writer: Writer, summaries: dict, all_notes: list, answer
     rows = [row for summary in summaries.values() for row in summary["sizing"]]
     kvs = [row.get("kv") for row in rows if row.get("kv")]  # a state kept by an older build has no KV cache figure
     writer.write("sizing.html", env.get_template("sizing.html").render(
-        root="", page="sizing.html", rows=rows, kvs=kvs, kv_note=kv_note,
-        sizing_table_rows=per_campaign.sizing_table_rows, **common))
+        root="", page="sizing.html", rows=rows, kvs=kvs, kv_note=kv_note, adapted=[row for row in rows if row.get("adaptation")],
+        sizing_table_rows=per_campaign.sizing_table_rows, adaptation_rows=per_campaign.adaptation_rows, **common))
     anchors = {name: summary["variants"] for name, summary in summaries.items()}
     for note in all_notes:
         writer.write(f"notes/{note.slug}.html", env.get_template("note.html").render(
@@ -307,6 +309,18 @@ def _write_shared_pages(writer: Writer, summaries: dict, all_notes: list, answer
     folder = resources.files("iteralab.store") / "schemas"
     for kind in ("common", *KINDS):
         writer.write(f"schemas/{kind}.schema.json", (folder / f"{kind}.schema.json").read_bytes())
+
+
+def sheet_campaigns(folder: Path) -> set[str]:
+    """Return the campaigns the sheets in FOLDER name (a sheet that cannot be read names none; qualify says why)."""
+    names = set()
+    for path in sorted(Path(folder).glob("*.toml")):
+        with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            campaign = tomllib.loads(path.read_text(encoding="utf-8")).get("campaign")
+            if isinstance(campaign, str):
+                names.add(campaign)
+    return names
+
 
 
 def describe_build(result: dict) -> str:

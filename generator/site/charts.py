@@ -25,8 +25,8 @@ WIDTH = 520  # px of the value axis
 ROWS = "rows"  # the one named dataset of every spec: a chart's rows, as its data table shows them
 LABEL, TITLE = 12, 13  # font sizes in px (#37: Vega-Lite's 10 and 11 were 5 pt on paper)
 # The category down each chart's side: what its rows are named by.
-CATEGORY = {"durations": "variant", "memory": "variant", "quality": "variant", "planned-spend": "configuration",
-            "projected-hours": "configuration", "revision-medians": "configuration", "revision-spend": "configuration"}
+CATEGORY = {"durations": "variant", "memory": "variant", "phase-memory": "variant", "quality": "variant",
+            "planned-spend": "configuration", "projected-hours": "configuration", "revision-medians": "configuration", "revision-spend": "configuration"}
 _made: dict[str, dict[str, dict]] = {}
 
 
@@ -81,6 +81,20 @@ def _memory(alt, code: str):
     return _grouped(alt, code, "mib", "counter", Text("peak (MiB, 2^20 bytes)"), ",.1f")
 
 
+def _phase_memory(alt, code: str):
+    """Bars of peak memory per phase, a bar per variant side by side, a panel per counter (never summed, each its own
+    axis: an adaptation's host RSS above its baseline and its GPU peaks differ by orders of magnitude)."""
+    return alt.Chart(alt.Data(name=ROWS)).mark_bar().encode(
+        x=alt.X("mib:Q", title=Text("peak (MiB, 2^20 bytes)").say(code), scale=alt.Scale(zero=True)),
+        y=alt.Y("phase:N", sort=None, title=None, axis=alt.Axis(labelLimit=0)), yOffset=alt.YOffset("variant:N", sort=None),
+        color=alt.Color("variant:N", sort=None, legend=alt.Legend(title=_word("variant", code), labelLimit=0)),
+        row=alt.Row("counter:N", sort=None, title=None,
+                    header=alt.Header(labelAngle=0, labelAlign="left", labelAnchor="start", labelOrient="top",
+                                      labelFontSize=TITLE, labelLimit=0)),
+        tooltip=[_tip(alt, "variant", "N", code), _tip(alt, "phase", "N", code), _tip(alt, "counter", "N", code),
+                 _tip(alt, "mib", "Q", code, ",.3f")]).resolve_scale(x="independent")
+
+
 def _quality(alt, code: str):
     """Median accuracy per variant and length bucket."""
     return _grouped(alt, code, "accuracy", "bucket", COLUMNS["accuracy"], ",.4f", domain=(0.0, 1.0))
@@ -133,7 +147,7 @@ def _revision_spend(alt, code: str):
     return _over_revisions(alt, code, "planned", Text("planned package spend (catalog currency)"), ",.2f")
 
 
-KINDS = {"durations": _durations, "memory": _memory, "quality": _quality, "planned-spend": _spend, "projected-hours": _hours,
+KINDS = {"durations": _durations, "memory": _memory, "phase-memory": _phase_memory, "quality": _quality, "planned-spend": _spend, "projected-hours": _hours,
          "revision-medians": _revision_medians, "revision-spend": _revision_spend}
 
 
@@ -196,7 +210,7 @@ def _make(code: str) -> dict[str, dict]:
     for kind, draw in KINDS.items():
         # A band per category; grouped bars get a step per bar (the band holds one for each group); a value up the
         # side (the revisions' lines) a fixed height.
-        height = 220 if kind.startswith("revision-") else alt.Step(12 if kind in ("memory", "quality") else 22)
+        height = 220 if kind.startswith("revision-") else alt.Step(12 if kind in ("memory", "phase-memory", "quality") else 22)
         spec = draw(alt, code).properties(width=WIDTH, height=height).to_dict(validate=False)
         spec["config"] = _config(code)
         specs[kind] = spec

@@ -8,7 +8,7 @@ from iteralab.core import language
 from iteralab.core.language import Text
 from iteralab.decision.plan import span_range
 from iteralab.decision.report import Report
-from iteralab.site import charts
+from iteralab.site import adapted, charts
 from iteralab.site.render import fmt
 from iteralab.store.views import CampaignView
 
@@ -46,6 +46,14 @@ def campaign_charts(view: CampaignView) -> list[dict]:
                              Text("Highest value of each counter over the configuration's successful trials, in MiB (2^20 "
                                   "bytes). Counters are shown side by side, never added. GPU counters are absent when the "
                                   "variant ran without a GPU."), memory_rows))
+    phase_rows = adapted.chart_rows(view)
+    if phase_rows:
+        blocks.append(chart("phase-memory", Text("Peak memory per phase and per configuration"),
+                             Text("Highest value of each counter in each phase of an adaptation (the load, the first "
+                                  "forward, backward and update, the measured window, validation, export) over the "
+                                  "configuration's successful trials, in MiB (2^20 bytes): a panel per counter, never added. "
+                                  "Host RSS is the runner process's above the baseline it held before the model loaded. GPU "
+                                  "counters are absent when the variant ran without a GPU."), phase_rows))
     quality_rows = [{"variant": v.label, "bucket": bucket, "accuracy": round(value, 4)}
                     for v in view.variants for bucket, value in v.bucket_quality("accuracy").items() if value is not None]
     if quality_rows:

@@ -15,12 +15,13 @@ from iteralab.decision.report import Report, decide
 from iteralab.decision.text import figures_digest
 from iteralab.money.catalog import Catalog, gb_to_gib
 from iteralab.money.sizing import weights_bytes
-from iteralab.site import stored, workers
+from iteralab.site import adapted, stored, workers
 from iteralab.site.bundle import campaign_bundle
 from iteralab.site.figures import campaign_charts, decision_charts
 from iteralab.site.generated import campaign_block, kv_cells, kv_note, spread_cell, tokens_of
 from iteralab.site.incremental import summary
 from iteralab.site.output import Writer
+from iteralab.site.per_campaign import adaptation_rows
 from iteralab.site.per_trial import trial_index, trial_sections, trial_table_rows
 from iteralab.site.questions import revision_figures
 from iteralab.site.render import jinja_environment
@@ -147,11 +148,12 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
                    "signed": places.signer}
     writer.write(f"{base}/{bundle_info['name']}", bundle)
     compared, constant = view.compared_and_constant()
+    sizing = sizing_rows([view])
     writer.write(f"{base}/index.html", env.get_template("campaign.html").render(
         root="../../", page=f"{base}/index.html", view=view, compared=compared, constant=constant, separation=view.separation(), cost=view.cost(),
         charts=drawn, notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, trial_table_rows=trial_table_rows,
-        sizing=sizing_rows([view]), report=report, generation=campaign_block(view), spread_cell=spread_cell, kv_cells=kv_cells,
-        kv_note=kv_note, **common))
+        sizing=sizing, adapted=[row for row in sizing if row.get("adaptation")], report=report, generation=campaign_block(view), spread_cell=spread_cell, kv_cells=kv_cells,
+        kv_note=kv_note, adaptation=adapted.campaign_block(view), adaptation_rows=adaptation_rows, **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
         root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decided,
         notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, tokens_of=tokens_of, **common))
@@ -207,10 +209,16 @@ def sizing_rows(views: list[CampaignView]) -> list[dict]:
                          "estimate": estimate,
                          "allocated": allocated, "allocated_reason": allocated_reason, "reserved": reserved,
                          "reserved_reason": reserved_reason, "rss": rss, "rss_reason": rss_reason,
-                         "kv": figures["kv_cache"] if figures else None})
+                         "kv": figures["kv_cache"] if figures else None, **_adaptation(variant)})
     return rows
 
 
+
+
+def _adaptation(variant) -> dict:
+    """Return what a fine-tuning configuration adds to its sizing row (``site.adapted.sizing``); nothing for another."""
+    found = adapted.sizing(variant)
+    return {"adaptation": found} if found else {}
 
 
 def rss_above_baseline(variant) -> tuple[int | None, str | None]:

@@ -11,7 +11,8 @@ from markupsafe import Markup, escape
 from iteralab.core import language
 from iteralab.decision.kinds import kind_of_work
 from iteralab.site.generated import kv_cells
-from iteralab.site.render import fill, fmt, moment, shown
+from iteralab.site.render import cell, fill, fmt, moment, shown
+from iteralab.site.words import said
 
 
 def index_rows(campaigns: list[dict], notes: list, answers: dict, failed: dict, w: dict) -> Markup:
@@ -64,3 +65,31 @@ def sizing_table_rows(rows: list[dict]) -> Markup:
         f'    <td class="num">{fmt(row["rss"], "bytes", row["rss_reason"], code=code)}</td>'
         f'{kv_cells(row.get("kv"), code) if kv else ""}\n  </tr>'
         for row in rows))
+
+
+ESTIMATE = ("weights_bytes", "gradients_bytes", "optimizer_state_bytes", "total_bytes")  # each labelled "estimate"
+MEASURED = ("gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes", "host_above_baseline_bytes")  # each "measured"
+
+
+def adaptation_rows(rows: list[dict], w: dict, campaign: bool = True) -> Markup:
+    """Return the adaptation table's row of every fine-tuning configuration among the sizing ROWS, in the words W of
+    _adaptation_sizing.html: method, parameters, the estimate's parts beside the measured peaks (never summed), then each
+    failed trial's phase with what the source points to for it. CAMPAIGN: begin each row with its campaign's link."""
+    code = language.current()
+    phase_word, lines = said(code)["phase_word"], []
+    for row in rows:
+        found = row.get("adaptation")
+        if not found:
+            continue
+        memory, parameters = found["memory"], found.get("parameters") or {}
+        estimate, reason = memory.get("estimate") or {}, memory.get("estimate_reason")
+        failures = "; ".join(str(fill(w["failure"], trial=failure["trial"], phase=phase_word(failure["phase"]),
+                                      pointer=failure["points_to"] or w["no_pointer"])) for failure in found["failures"])
+        name = escape(row["campaign"])
+        cells = [cell(parameters.get(key), "int", reason, code) for key in ("trainable_parameters", "total_parameters")]
+        cells += [cell(estimate.get(key), "bytes", reason, code) for key in ESTIMATE]
+        cells += [cell(memory["measured"][key]["value"], "bytes", memory["measured"][key]["reason"], code) for key in MEASURED]
+        lines.append("<tr>" + (f'<td><a href="campaigns/{name}/index.html">{name}</a></td>' if campaign else "")
+                     + f'<th scope="row">{shown(row["variant"], code)}</th><td>{fmt(found["method"], reason=reason, code=code)}'
+                     f'</td>{"".join(map(str, cells))}<td class="failures">{failures or w["no_failure"]}</td></tr>\n')
+    return Markup("".join(lines))

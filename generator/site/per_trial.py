@@ -10,6 +10,7 @@ from __future__ import annotations
 from markupsafe import Markup, escape
 
 from iteralab.core import language
+from iteralab.site import adapted
 from iteralab.site.generated import definitions, trial_figures
 from iteralab.site.render import NO_ENTRIES, cell, fill, fmt, moment, pretty_json, say_value, shown
 from iteralab.site.words import said
@@ -45,6 +46,7 @@ def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: s
              _meta(trial, trial_id, w, words)]
     if trial.get("error"):
         parts.append(f'<p class="warning">{w["error"]}: <code>{shown(trial["error"], code)}</code></p>')
+        parts.append(adapted.failure_note(trial, code))
     if trial.get("started_at"):
         reason = fmt(None, reason=trial.get("entries_completed_reason") or w["unknown"], code=code)
         parts.append(f'<p id="{trial_id}-in-flight" class="warning in-flight">'
@@ -64,6 +66,8 @@ def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: s
     parts += ["\n", _phases(trial, trial_id, rows, w, code), "\n"]
     if trial.get(generation.BLOCK):
         parts += [trial_figures(trial, trial_id, w["generation"], code), "\n"]
+    if trial.get(adapted.BLOCK):
+        parts += [adapted.trial_figures(trial, trial_id, code), "\n"]
     if trial.get("quality"):
         parts.append(_quality(trial, trial_id, rows, w, code))
     parts += ["\n", _record(trial, trial_id, view, bundle_name, w), "</article>\n"]

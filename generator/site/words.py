@@ -17,11 +17,16 @@ STATUSES = {"ok": Text("ok"), "oom": Text("oom"), "error": Text("error"), "inter
 PHASES = {"environment_check": Text("environment_check"), "model_load": Text("model_load"), "compilation": Text("compilation"),
           "warmup": Text("warmup"), "measured_window": Text("measured_window"), "evaluation": Text("evaluation"),
           "writing_results": Text("writing_results"), "validation_stages": Text("validation_stages"),
-          "prefill": Text("prefill"), "decode": Text("decode")}
+          "prefill": Text("prefill"), "decode": Text("decode"), "first_forward": Text("first_forward"),
+          "first_backward": Text("first_backward"), "first_update": Text("first_update"), "validation": Text("validation"),
+          "export": Text("export")}
 
 # Qualification: a sheet's outcome and each criterion's status.
 OUTCOMES = {"selected": Text("selected"), "to confirm": Text("to confirm"), "excluded": Text("excluded"),
             "acceptable": Text("acceptable"), "to-confirm": Text("to-confirm"), "exclude": Text("exclude")}
+
+# What a qualification sheet qualifies a candidate for, its first line (#43: the source's sheets say which).
+WORK = {"inference": Text("inference"), "adaptation": Text("adaptation")}
 
 CRITERIA = {"workload_covered": Text("workload covered"), "compatibility": Text("compatibility"),
             "memory_per_gpu": Text("memory per gpu"), "quality": Text("quality"),
@@ -33,7 +38,8 @@ COLUMNS = {"variant": Text("variant"), "run_order": Text("run order"), "seconds"
            "planned": Text("planned"), "currency": Text("currency"), "projected": Text("projected"),
            "low_hours": Text("fewest hours (fastest repetition)"), "high_hours": Text("most hours (slowest repetition)"),
            "lots": Text("lots"), "limit_hours": Text("hours available"), "feasible": Text("feasible"),
-           "revision": Text("revision"), "output_tokens_per_s": Text("output tokens per second (median)")}
+           "revision": Text("revision"), "output_tokens_per_s": Text("output tokens per second (median)"),
+           "phase": Text("phase")}
 
 
 # The figures of a trial's generation object, and the quality figures it scores beside accuracy, as pages head them.
@@ -42,7 +48,17 @@ FIGURES = {"outputs": Text("Outputs"), "input_tokens": Text("Input tokens"), "ou
            "decode_s_per_new_token": Text("Decode per new token"), "stopped_at_eos": Text("Stopped at end of sequence"),
            "cut_by_max_new_tokens": Text("Cut by max_new_tokens"), "agreement": Text("Agreement"),
            "reference_match": Text("Reference match"), "kv_estimate": Text("KV cache: estimate"),
-           "kv_measured": Text("KV cache: measured")}
+           "kv_measured": Text("KV cache: measured"),
+           # An adaptation's figures (#43): per configuration on the campaign page, per trial on the trials page.
+           "method": Text("Method"), "effective_batch": Text("Effective batch (microbatch × accumulation × devices)"),
+           "updates": Text("Updates in the measured window"), "updates_per_s": Text("Updates per second"),
+           "train_examples_per_s": Text("Training examples per second"),
+           "train_tokens_per_s": Text("Training tokens per second"),
+           "time_to_validated_model_s": Text("Time to the validated model"),
+           "trainable_parameters": Text("Trainable parameters"), "total_parameters": Text("Total parameters"),
+           "first_update_loss": Text("Loss at the first update"), "validation_loss": Text("Validation loss"),
+           "validation_accuracy": Text("Validation accuracy"), "validation_macro_f1": Text("Validation macro F1"),
+           "estimate": Text("estimate"), "measured": Text("measured")}
 
 KINDS = {"rental": Text("rental"), "expense": Text("expense"), "deliverable": Text("deliverable"),
          "exclusion": Text("exclusion"), "trial": Text("trial")}
@@ -75,6 +91,7 @@ def _work(code: str) -> dict:
 def said(code: str) -> dict:
     """Return the template functions that give these words in the language CODE."""
     return {"status_word": _lookup(STATUSES, code), "phase_word": _lookup(PHASES, code), "outcome_word": _lookup(OUTCOMES, code),
+            "work_word": _lookup(WORK, code),
             "criterion_word": _lookup(CRITERIA, code, lambda name: str(name).replace("_", " ")),
             "column_word": _lookup(COLUMNS, code), "kind_word": _lookup(KINDS, code), "figure_word": _lookup(FIGURES, code),
             **_work(code)}
