@@ -228,3 +228,27 @@ def test_the_qualification_sheet_says_adaptation_first_and_the_estimate_beside_t
     assert "measured: GPU peak reserved empty (not measured on this card)" in memory
     assert (f"trial {result.trials[1]['record_id']} failed in first_backward: the source points to {BACKWARD_POINTER}"
             in memory)
+
+
+@pytest.mark.slow
+def test_the_adaptation_pages_load_offline_accessible_with_their_charts_drawn(adapted, reader):
+    """The browser test's checks (tests/test_browser.py) over this campaign's pages in both languages: no console error
+    or request elsewhere, every chart drawn with marks (the phase chart's panels too), axe-core clean at 1,280 px and at
+    a phone's width, where the page does not slide sideways."""
+    from tests.test_browser import LAYOUT_RULES, PHONE, axe_violations, charts_drawn
+
+    _, _, site = adapted
+    for root in (site, site / "id"):
+        for path in (root / "campaigns" / CAMPAIGN / "index.html", root / "campaigns" / CAMPAIGN / "trials.html",
+                     root / "campaigns" / CAMPAIGN / "qualification.html", root / "sizing.html"):
+            page = reader.open(path.as_uri(), width=1280)
+            drawn = charts_drawn(page)
+            assert all(marks > 0 for marks in drawn.values()), (path, drawn)
+            if path.name == "index.html":
+                assert "spec-phase-memory" in drawn, drawn
+            assert (reader.errors, reader.outside, reader.dialogs) == ([], [], []), path
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1280, path
+            assert axe_violations(page) == [], path
+            page.set_viewport_size({"width": PHONE, "height": 900})
+            assert page.evaluate("document.documentElement.scrollWidth") <= PHONE, path
+            assert axe_violations(page, LAYOUT_RULES) == [], path
