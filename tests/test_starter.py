@@ -1,0 +1,47 @@
+"""`iteralab init` (#45): a starter campaign filled from a team's own model and corpus, run as written."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from iteralab.core.errors import UserError
+from iteralab.run.runner import run_campaign
+from iteralab.run.starter import dry_run, to_fill_in, write_starter
+from tests.tiny import build_model, corpus_rows, write_corpus
+
+
+@pytest.mark.slow
+def test_a_starter_filled_from_a_model_and_corpus_runs_as_written(tmp_path):
+    model = build_model(tmp_path / "team" / "ticket-classifier")
+    corpus = write_corpus(tmp_path / "team" / "tickets.jsonl", corpus_rows(30, seed=11))
+    path = write_starter(kind="classify", out=tmp_path / "campaigns" / "tickets.toml", model=model, corpus=corpus)
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    # Paths relative to the campaign file's folder, as the runner resolves them.
+    assert (data["model"]["path"], data["corpus"]["path"]) == ("../team/ticket-classifier", "../team/tickets.jsonl")
+    assert "thresholds" not in data["protocol"] and "# [protocol.thresholds]" in path.read_text()  # never guessed
+    assert "The model's labels (id2label): neg, pos" in path.read_text()
+    assert data["protocol"]["truncation"] == "refuse" and data["protocol"]["max_length"] == 32  # the longest entry
+    assert list(data["protocol"]["buckets"]) == ["short", "medium", "long"] and to_fill_in(path) == []
+    would_run, plan = dry_run(path, tmp_path / "runs")
+    assert would_run and "Plan (trials in order):" in plan
+    result = run_campaign(campaign_file=path, runs_dir=tmp_path / "runs", quiet=True, stages=False)
+    assert [t["status"] for t in result.trials] == ["ok"] * 15  # 3 variants × 5 repetitions
+
+
+@pytest.mark.slow
+def test_an_adaptation_starter_makes_one_effective_batch_and_a_bare_starter_says_what_to_fill_in(tmp_path):
+    model = build_model(tmp_path / "model")
+    rows = corpus_rows(60, seed=3)
+    train, validation = write_corpus(tmp_path / "train.jsonl", rows[:40]), write_corpus(tmp_path / "v.jsonl", rows[40:])
+    path = write_starter(kind="adapt", out=tmp_path / "tune.toml", model=model, corpus=validation, train=train)
+    assert 'target_modules = ["query", "value"]' in path.read_text()  # peft's default for BERT
+    would_run, plan = dry_run(path, tmp_path / "runs")
+    assert would_run and "mb2x4: all, 2 × 4 × 1 device = 8 examples per update" in plan
+    bare = write_starter(kind="generate", out=tmp_path / "bare.toml")
+    assert [line.split(": ", 1)[1].split("=")[0].strip() for line in to_fill_in(bare)] == ["path", "path", "max_new_tokens", "max_length"]
+    would_run, said = dry_run(bare, tmp_path / "runs")
+    assert not would_run and "FILL IN: your model folder has no config.json" in said
+    with pytest.raises(UserError, match="exists: choose another name, or --force"):
+        write_starter(kind="generate", out=bare)
