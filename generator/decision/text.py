@@ -90,8 +90,7 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
 
     return {
         "campaign": report.campaign, "title": report.title, "catalog_version": report.catalog_version,
-        "kinds": list(report.kinds), "kind_of_work": kind_of_work(report.kinds),
-        **({"unit": MODEL} if report.question.unit == MODEL else {}),
+        "kinds": list(report.kinds), "kind_of_work": kind_of_work(report.kinds), **_unit(report),
         "question": {"declared": question.declared, "corpora": question.corpora, "entries": question.entries,
                      "workload": question.workload(report.corpus_entries),
                      "window_start": question.window_start, "window_end": question.window_end, "time_zone": question.time_zone,
@@ -122,6 +121,11 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
             {"receipt_sha256": r["receipt"]["sha256"] if r["receipt"] else None} for r in report.unlinked],
         "problems": report.problems,
     }
+
+
+def _unit(report: Report) -> dict:
+    """Return the report's useful unit where it is a validated model (a report of corpora, as it always was: nothing)."""
+    return {"unit": MODEL} if report.question.unit == MODEL else {}
 
 
 def _tokens(row: Row) -> dict:

@@ -4,6 +4,7 @@ records name carried, and its signature when it has one."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import stat
 import tempfile
@@ -13,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from iteralab.core.errors import UserError
 from iteralab.site import signing
 from iteralab.site.bundle import references
+from iteralab.store import adaptation
 from iteralab.store.columns import parse_line
 
 
@@ -137,7 +139,25 @@ def _check_references(bag_dir: Path, campaign: str) -> list[str]:
             elif sha256 is not None and hashlib.sha256(carried.read_bytes()).hexdigest() != sha256:
                 problems.append(f"data/{place}: its sha256 differs from the one {where} ({record['kind']} "
                                 f"{record['record_id']}) records for {relative}")
-    return problems
+    return problems + _check_exports(bag_dir, [record for record, _ in bagged.values() if record["kind"] == "trial"])
+
+
+def _check_exports(bag_dir: Path, trials: list[dict]) -> list[str]:
+    """Name each export of an adaptation trial that models/exports.json lacks or lists otherwise than its record: the
+    list an archivist checks the models kept apart against (the weights are not in the bundle)."""
+    expected = {export["trial_id"]: export for export in adaptation.exports(trials)}
+    if not expected:
+        return []
+    listed = bag_dir / "data" / "models" / "exports.json"
+    if not listed.is_file():
+        return ["data/models/exports.json: missing; the bundle's records hold adaptation trials whose exported models it "
+                "must list with their hashes: bundle it again"]
+    try:
+        found = {export["trial_id"]: export for export in json.loads(listed.read_bytes())["exports"]}
+    except (ValueError, KeyError, TypeError):
+        return ["data/models/exports.json: not the list of exports iteralab writes"]
+    return [f"data/models/exports.json: the export of trial {trial_id} differs from its record's (adaptation.export)"
+            for trial_id in sorted(expected.keys() | found.keys()) if expected.get(trial_id) != found.get(trial_id)]
 
 
 def _extract(archive: zipfile.ZipFile, infos: list, root: Path) -> list[str]:

@@ -6,7 +6,7 @@ import difflib
 from pathlib import Path
 
 from iteralab.core.errors import UserError
-from iteralab.store import reading, records
+from iteralab.store import adaptation, reading, records
 from iteralab.store.views import CampaignView, campaign_views, kind_of
 
 
@@ -72,8 +72,17 @@ def trial_rows(view: CampaignView, *, accepted: bool = False, run_id: str | None
                      "repetition": trial["repetition"], "status": trial["status"],
                      "corpus_accepted": trial["corpus_accepted"], "excluded_by": view.excluded.get(trial["record_id"]),
                      "retry_of": trial.get("retry_of"),
-                     "measured_window_s": None if window is None else window / 1e9})
+                     "measured_window_s": None if window is None else window / 1e9, **_model(trial)})
     return rows
+
+
+def _model(trial: dict) -> dict:
+    """Return an adaptation trial's time to the validated model and its export's sha256 (nothing for another trial)."""
+    block = trial.get(adaptation.BLOCK)
+    if not block:
+        return {}
+    return {"time_to_validated_model_s": adaptation.model_seconds(trial),
+            "export_sha256": (block.get("export") or {}).get("sha256")}
 
 
 def describe_runs(view: CampaignView, rows: list[dict]) -> str:
@@ -107,5 +116,7 @@ def describe_trials(view: CampaignView, rows: list[dict]) -> str:
             line += f"  runs again interrupted {row['retry_of']}"
         if row["measured_window_s"] is not None:
             line += f"  {row['measured_window_s']:.3f} s"
+        if row.get("time_to_validated_model_s") is not None and row.get("export_sha256"):
+            line += f"  model {row['export_sha256'][:12]}… in {row['time_to_validated_model_s']:.3f} s"
         lines.append(line)
     return "\n".join(lines) or f"no trial of campaign {view.name} matches"

@@ -276,7 +276,7 @@ class CampaignView:
         return {"rentals": self.rentals, "spend": spend, "currency": currencies[0] if currencies else None,
                 "voided": [{"record": r, "void": self.void_of(r["record_id"])} for r in self.voided], "expenses": self.expenses, "other": other, "other_currency": other_currency, "other_reason": other_reason,
                 "deliverables": accepted, "cost_per_validated_corpus": per, "reason": reason, "includes": includes,
-                "unit": "model" if models else "corpus"}
+                **({"unit": "model"} if models else {})}  # the deliverables are validated models (a campaign of corpora: none)
 
 
 # 'CAMPAIGN/records/RUN.jsonl:LINE: what is wrong': the folder before the first '/' of the file part is the campaign.
