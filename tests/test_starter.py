@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +46,12 @@ def test_an_adaptation_starter_makes_one_effective_batch_and_a_bare_starter_says
     assert not would_run and "FILL IN: your model folder has no config.json" in said
     with pytest.raises(UserError, match="exists: choose another name, or --force"):
         write_starter(kind="generate", out=bare)
+
+
+def test_a_path_starting_with_a_tilde_is_the_users_home(tmp_path, monkeypatch):
+    from iteralab.run.campaign import load_campaign
+    from tests.tiny import write_campaign
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    campaign = load_campaign(write_campaign(tmp_path, Path("~/models/m"), Path("~/data/c.jsonl")))  # as typed
+    assert (campaign.model_path, campaign.corpus_path) == (tmp_path / "home/models/m", tmp_path / "home/data/c.jsonl")

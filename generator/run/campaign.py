@@ -146,7 +146,7 @@ def _corpus(top: Table, base: Path) -> tuple[Path, str]:
     relative = corpus.get("path", str)
     split = corpus.get("split", str, choices=("tuning", "final"))
     corpus.finish()
-    return base / relative, split
+    return base / Path(relative).expanduser(), split  # ~ is the user's home; other relative paths start at the file
 
 
 def _model(top: Table, base: Path) -> tuple[Path, str | None]:
@@ -154,7 +154,7 @@ def _model(top: Table, base: Path) -> tuple[Path, str | None]:
     relative = model.get("path", str)
     revision = model.get("revision", str, default=None)
     model.finish(hints=KIND_HINTS)
-    return base / relative, revision
+    return base / Path(relative).expanduser(), revision
 
 
 def _protocol(table: Table, variant_names: set[str] | None, workload) -> dict:

@@ -96,7 +96,7 @@ def _train(table: Table, base: Path) -> dict:
     if not relative:
         return {}
     try:
-        split = load_corpus(base / relative)
+        split = load_corpus(base / Path(relative).expanduser())
     except UserError as error:
         table.note("train", str(error))
         return {}
@@ -189,7 +189,7 @@ def check_corpus(corpus, model: dict, campaign) -> None:
     if not corpus.labelled:
         raise UserError(f"{campaign.corpus_path}: an adaptation is validated against gold labels, and this validation "
                         "split has entries without one")
-    train = load_corpus(campaign.source.parent / campaign.protocol["adaptation"]["train"]["path"])
+    train = load_corpus(train_path(campaign))
     for split, name in ((corpus, campaign.corpus_path), (train, train.source)):
         unknown = sorted({entry.label for entry in split.entries} - set(model["labels"]))
         if unknown:
@@ -228,10 +228,15 @@ def passes(protocol: dict) -> int:
     return 1
 
 
+def train_path(campaign) -> Path:
+    """Return the training split's file: relative to the campaign file, ~ the user's home."""
+    return campaign.source.parent / Path(campaign.protocol["adaptation"]["train"]["path"]).expanduser()
+
+
 def inputs(campaign) -> list[tuple[Path, str]]:
     """Return the training split and where the run keeps its copy, beside the corpus's."""
     train = campaign.protocol["adaptation"]["train"]
-    return [(campaign.source.parent / train["path"], adapting.train_copy(campaign.name, train))]
+    return [(train_path(campaign), adapting.train_copy(campaign.name, train))]
 
 
 def plan_lines(prepared) -> list[str]:
