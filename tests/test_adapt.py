@@ -12,7 +12,14 @@ from iteralab.core.errors import UserError
 from iteralab.run import runner
 from iteralab.run.campaign import load_campaign
 from iteralab.run.workloads import adapting
-from tests.tiny import build_causal_lm, build_model, corpus_rows, write_adaptation_campaign, write_corpus
+from tests.tiny import (
+    build_causal_lm,
+    build_model,
+    corpus_rows,
+    failing_on_load,
+    write_adaptation_campaign,
+    write_corpus,
+)
 
 TRAINING_PHASES = ("first_forward", "first_backward", "first_update", "measured_window", "validation", "export")
 
@@ -186,19 +193,8 @@ def test_out_of_memory_in_the_backward_pass_is_a_failure_row_naming_it_and_the_c
     """Injected into the model's backward pass (a dependency) for the second trial only, not into the runner."""
     import torch
 
-    real_load, loads = adapting.load_model, {"n": 0}
-
-    def load(model_dir, variant, protocol):
-        tokenizer, loaded = real_load(model_dir, variant, protocol)
-        loads["n"] += 1
-        if loads["n"] == 2:
-            def hook(module, grad_input, grad_output):
-                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")
-
-            loaded.classifier.register_full_backward_hook(hook)
-        return tokenizer, loaded
-
-    monkeypatch.setattr(adapting, "load_model", load)
+    monkeypatch.setattr(adapting, "load_model", failing_on_load(adapting.load_model, 2, lambda: torch.OutOfMemoryError(
+        "CUDA out of memory. Tried to allocate 2.00 GiB (injected)")))
     campaign = write_adaptation_campaign(tmp_path, model, repetitions=1)
     result = runner.run_campaign(campaign_file=campaign, runs_dir=tmp_path / "runs", quiet=True, stages=False)
     rows = [(t["variant"], t["status"], t["failed_phase"]) for t in result.trials]
@@ -231,19 +227,9 @@ def test_a_dry_run_says_the_training_split_the_updates_and_each_effective_batch(
 def test_an_interrupted_adaptation_resumes_and_runs_that_repetition_again(model, tmp_path, monkeypatch):
     from iteralab.run.trial import Interrupted
 
-    real_load, loads = adapting.load_model, {"n": 0}
-
-    def load(model_dir, variant, protocol):
-        tokenizer, loaded = real_load(model_dir, variant, protocol)
-        loads["n"] += 1
-        if loads["n"] == 2:  # the second trial is stopped as SIGTERM would stop it, in its first forward
-            def hook(module, args, output):
-                raise Interrupted("SIGTERM")
-
-            loaded.classifier.register_forward_hook(hook)
-        return tokenizer, loaded
-
-    monkeypatch.setattr(adapting, "load_model", load)
+    # The second trial is stopped as SIGTERM would stop it, in its first forward.
+    monkeypatch.setattr(adapting, "load_model", failing_on_load(adapting.load_model, 2, lambda: Interrupted("SIGTERM"),
+                                                                backward=False))
     campaign = write_adaptation_campaign(tmp_path, model, repetitions=1)
     first = runner.run_campaign(campaign_file=campaign, runs_dir=tmp_path / "runs", quiet=True, stages=False)
     assert first.interrupted and [(t["variant"], t["status"], t["failed_phase"]) for t in first.trials] == [

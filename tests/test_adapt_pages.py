@@ -16,7 +16,7 @@ from bs4 import BeautifulSoup
 from iteralab.run import runner
 from iteralab.run.workloads import adapting
 from iteralab.site.build import build_site
-from tests.tiny import build_model, write_adaptation_campaign
+from tests.tiny import build_model, failing_on_load, write_adaptation_campaign
 
 CAMPAIGN = "tiny-adapt"
 PHASES = ("model_load", "first_forward", "first_backward", "first_update", "measured_window", "validation", "export")
@@ -33,18 +33,7 @@ def adapted(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("adapt-pages")
     model = build_model(folder / "model")
-    real_load, loads = adapting.load_model, {"n": 0}
-
-    def load(model_dir, variant, protocol):
-        tokenizer, loaded = real_load(model_dir, variant, protocol)
-        loads["n"] += 1
-        if loads["n"] == 2:
-            def hook(module, grad_input, grad_output):
-                raise torch.OutOfMemoryError("CUDA out of memory (injected)")
-
-            loaded.classifier.register_full_backward_hook(hook)
-        return tokenizer, loaded
-
+    load = failing_on_load(adapting.load_model, 2, lambda: torch.OutOfMemoryError("CUDA out of memory (injected)"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(adapting, "load_model", load)
         campaign = write_adaptation_campaign(folder, model)

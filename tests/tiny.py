@@ -240,3 +240,21 @@ def write_adaptation_campaign(folder: Path, model: Path, *, name="tiny-adapt", r
                                       repetitions=repetitions, updates=updates, accuracy=accuracy, adaptation=adaptation,
                                       variants=variants), encoding="utf-8")
     return path
+
+
+def failing_on_load(real_load, nth: int, make_error, *, backward: bool = True):
+    """Wrap an adaptation's load_model so the NTH model loaded raises MAKE_ERROR() in its classifier's backward pass (or
+    forward pass): the failure comes from the model, a dependency, never from the runner under test."""
+    loads = {"n": 0}
+
+    def load(model_dir, variant, protocol):
+        tokenizer, loaded = real_load(model_dir, variant, protocol)
+        loads["n"] += 1
+        if loads["n"] == nth:
+            def hook(*_):
+                raise make_error()
+
+            (loaded.classifier.register_full_backward_hook if backward else loaded.classifier.register_forward_hook)(hook)
+        return tokenizer, loaded
+
+    return load

@@ -19,16 +19,11 @@ from iteralab.money.sizing import gib
 from iteralab.store import adaptation, generation, reading
 from iteralab.store.configuration import card_matches
 from iteralab.store.reading import Loaded
+from iteralab.store.trials import POINTS_TO
 from iteralab.store.views import campaign_views
 
 CRITERIA = ("workload_covered", "compatibility", "memory_per_gpu", "quality", "distribution_and_server", "budget_and_schedule")
 STATUSES = ("acceptable", "to-confirm", "exclude")
-# What the source points to for a failure in a phase of an adaptation (#43), in the words of the runner's stages.
-POINTS_TO = {"model_load": Text("the weights, their format or a temporary allocation while loading"),
-             "first_update": Text("the optimizer state, created at the first update (AdamW: two moments per trainable "
-                                  "parameter)"), **dict.fromkeys(("first_forward", "first_backward", "measured_window"), Text(
-                 "the microbatch, the activations it keeps for the backward pass, or the compute strategy (gradient "
-                 "checkpointing)"))}
 TOP_KEYS = {"candidate", "campaign", "variant", "configuration", "gpu", "lots", "days", "periods", "window_start", "window_end",
             "budget", "criteria"}
 

@@ -11,27 +11,10 @@ from pathlib import Path
 
 from iteralab.core.language import Text
 from iteralab.run.trial import PhaseClock, describe, out_of_memory_errors, release
+from iteralab.store.trials import POINTS_TO
 
 STAGES = ("shortest", "typical", "longest")
 STAGE_PHASE = "validation_stages"  # the failed_phase of a trial whose variant failed a stage: it never started
-# What the source points to when a phase fails: where to look before renting a larger card.
-POINTS_TO = {
-    "model_load": Text("the weights, their format or a temporary allocation while loading"),
-    "tokenize": Text("the tokenizer or the corpus text"),
-    "forward": Text("the context (tokens per entry) and the concurrency (entries per batch)"),
-    "prefill": Text("the context (tokens per entry) and the concurrency (entries per batch)"),
-    "decode": Text("the context (tokens per entry and new tokens) and the concurrency (entries per batch)"),
-    "backward": Text("the microbatch, the activations it keeps for the backward pass, or the compute strategy (gradient "
-                     "checkpointing)"),
-    "first_forward": Text("the microbatch and the context (tokens per entry)"),
-    "first_backward": Text("the microbatch, the activations it keeps for the backward pass, or the compute strategy "
-                           "(gradient checkpointing)"),
-    "first_update": Text("the optimizer state, created at the first update (AdamW: two moments per trainable parameter)"),
-    "measured_window": Text("the microbatch and the activations of the longest examples, or memory that grows between "
-                            "updates"),
-    "validation": Text("the validation batch (the microbatch) and the context"),
-    "export": Text("the disk: the exported model's files"),
-}
 SKIPPED = Text("run --no-stages: the variants were timed without validation stages")
 
 

@@ -2,8 +2,29 @@
 
 from __future__ import annotations
 
+from iteralab.core.language import Text
 from iteralab.store import adaptation, generation
 from iteralab.store.views import CampaignView
+
+# What the source points to when a phase fails: where to look before renting a larger card.
+POINTS_TO = {
+    "model_load": Text("the weights, their format or a temporary allocation while loading"),
+    "tokenize": Text("the tokenizer or the corpus text"),
+    "forward": Text("the context (tokens per entry) and the concurrency (entries per batch)"),
+    "prefill": Text("the context (tokens per entry) and the concurrency (entries per batch)"),
+    "decode": Text("the context (tokens per entry and new tokens) and the concurrency (entries per batch)"),
+    "backward": Text("the microbatch, the activations it keeps for the backward pass, or the compute strategy (gradient "
+                     "checkpointing)"),
+    "first_forward": Text("the microbatch, the activations it keeps for the backward pass, or the compute strategy "
+                          "(gradient checkpointing)"),
+    "first_backward": Text("the microbatch, the activations it keeps for the backward pass, or the compute strategy "
+                           "(gradient checkpointing)"),
+    "first_update": Text("the optimizer state, created at the first update (AdamW: two moments per trainable parameter)"),
+    "measured_window": Text("the batch (an adaptation's microbatch) and the activations of its longest entries, or "
+                            "memory that grows from one batch or update to the next"),
+    "validation": Text("the validation batch (the microbatch) and the context"),
+    "export": Text("the disk: the exported model's files"),
+}
 
 PHASES = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
 ONE_TIME_PHASES = PHASES[:4]  # paid once per machine, before the measured window
