@@ -239,3 +239,13 @@ def test_an_interrupted_adaptation_resumes_and_runs_that_repetition_again(model,
         ("mb4x2", "ok", first.trials[1]["record_id"]), ("lora-mb8", "ok", None)]
     exported = sorted(path.name for path in (tmp_path / "runs" / "tiny-adapt" / "models").iterdir())
     assert exported == sorted(t["record_id"] for t in (first.trials[0], *resumed.trials))
+
+
+def test_an_adaptations_question_counts_models(model, tmp_path):
+    campaign = write_adaptation_campaign(tmp_path, model)
+    asked = tmp_path / "asked.toml"
+    asked.write_text(campaign.read_text() + '\n[decision]\nmodels = 3\nwindow_hours = 24\n')
+    assert load_campaign(asked).protocol["decision"]["corpora"] == 3
+    asked.write_text(campaign.read_text() + '\n[decision]\ncorpora = 3\n')
+    assert "[decision] corpora: an adaptation campaign's workload is a number of validated models (models = N)" in \
+        refusal(asked)

@@ -115,7 +115,7 @@ def load_campaign(path: Path | str) -> Campaign:
         # Part of the protocol, so of its fingerprint: the question cannot change after the times are seen. Left out
         # when absent, so campaigns written before [decision] existed keep their fingerprint.
         protocol["decision"] = top.attempt(
-            lambda: decision_question(Table(top.get("decision", dict), "decision", path, errors)))
+            lambda: decision_question(Table(top.get("decision", dict), "decision", path, errors), kind))
     top.finish(hints={key: hint for key, hint in KIND_HINTS.items() if key != "workload"})
     if len(errors) == 1:
         raise UserError(f"{path}: {errors[0]}")
@@ -180,10 +180,22 @@ def _protocol(table: Table, variant_names: set[str] | None, workload) -> dict:
     return protocol
 
 
-def decision_question(table: Table) -> dict:
-    """Read the decision question: workload, access window (start/end in a zone, or hours), deadline, budget."""
-    corpora = table.get("corpora", int, default=None, minimum=1)
-    entries = table.get("entries", int, default=None, minimum=1)
+def decision_question(table: Table, kind: str = "classify") -> dict:
+    """Read the decision question: workload, access window (start/end in a zone, or hours), deadline, budget.
+
+    An adaptation's workload is a number of validated models (`models`, kept as `corpora`, the count of useful units).
+    """
+    if kind == "adapt":
+        corpora = table.get("models", int, default=None, minimum=1)
+        for key in ("corpora", "entries"):
+            if key in table.data:
+                table.used.add(key)
+                table.note(key, "an adaptation campaign's workload is a number of validated models (models = N); "
+                                "corpora and entries have no meaning for it")
+        entries = None
+    else:
+        corpora = table.get("corpora", int, default=None, minimum=1)
+        entries = table.get("entries", int, default=None, minimum=1)
     if corpora is not None and entries is not None:
         table.fail("entries", "give the workload either as corpora or as entries, not both")
     zone_name = table.get("time_zone", str, default="UTC")
