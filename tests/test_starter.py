@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -55,3 +56,24 @@ def test_a_path_starting_with_a_tilde_is_the_users_home(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     campaign = load_campaign(write_campaign(tmp_path, Path("~/models/m"), Path("~/data/c.jsonl")))  # as typed
     assert (campaign.model_path, campaign.corpus_path) == (tmp_path / "home/models/m", tmp_path / "home/data/c.jsonl")
+
+
+@pytest.mark.slow
+def test_init_writes_the_starter_and_says_what_is_left_then_run_works(tmp_path, cli, monkeypatch):
+    model = build_model(tmp_path / "model")
+    corpus = write_corpus(tmp_path / "tickets.jsonl", corpus_rows(12, seed=5))
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("init", "campaigns/tickets.toml", "--model", model, "--corpus", corpus)
+    assert code == 0, err
+    assert out.startswith("Wrote campaigns/tickets.toml (classify)") and "none was guessed" in out
+    assert "The dry run passes: Campaign tickets: 12 entries" in out and "To fill in" not in out
+    code, out, err = cli("run", "campaigns/tickets.toml", "--no-stages", "--quiet")
+    assert code == 0, err
+    assert (tmp_path / "runs" / "tickets" / "records").is_dir()  # runs/ relative to the working folder
+    code, out, err = cli("init", "campaigns/tickets.toml")
+    assert code == 1 and "exists: choose another name, or --force" in err
+    code, out, _ = cli("init", "tune.toml", "--kind", "adapt", "--json")
+    data = json.loads(out)
+    filled = [line.split(": ", 1)[1].split("=")[0].strip() for line in data["to_fill_in"]]
+    assert code == 0 and not data["would_run"] and filled == ["path", "path", "train", "# labels", "target_modules",
+                                                              "max_length"]

@@ -20,7 +20,8 @@ from iteralab.core import language
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.decision import compared, rental_checks, revisions, text
 from iteralab.decision.report import decision_report
-from iteralab.run import runner, summary
+from iteralab.run import runner, starter, summary
+from iteralab.run.workloads import WORKLOADS
 from iteralab.site import bundle, notes, serve, verification
 from iteralab.site.build import build_site, describe_build
 from iteralab.store import listing, reading
@@ -63,6 +64,29 @@ def run(campaign, runs, dry_run, rental_id, resume, no_retry, no_stages, quiet, 
                                  warn=lambda message: click.echo(message, err=True))
     emit(as_json, summary.run_data(result), summary.describe_run(result))
     return 130 if result.interrupted else 0
+
+
+@click.command("init")
+@click.argument("out", type=FOLDER)
+@click.option("--kind", type=click.Choice(list(WORKLOADS)), default="classify", show_default=True,
+              help="the kind of work: classify, generate or adapt")
+@click.option("--model", type=FOLDER, metavar="DIR", help="your local model folder: labels (id2label), max_length and "
+              "LoRA targets are read from it")
+@click.option("--corpus", type=FOLDER, metavar="FILE", help="your corpus (.jsonl or .csv: id, text, label): buckets "
+              "and max_length from its token counts")
+@click.option("--train", type=FOLDER, metavar="FILE", help="with --kind adapt: your training split")
+@click.option("--force", is_flag=True, help="replace OUT if it exists")
+@runs_option("runs folder the dry run reads, relative to the working folder (default: runs)")
+@json_option
+def init(out, kind, model, corpus, train, force, runs, as_json):
+    """Write a commented starter campaign OUT (e.g. campaigns/tickets.toml), then check it as run --dry-run does.
+
+    Paths written in the campaign are relative to its own folder (~ is your home); runs/ is relative to where you run
+    iteralab. No threshold is guessed: the protocol fixes them before any timing, so you write them.
+    """
+    data = starter.init_campaign(kind=kind, out=out, runs_dir=runs, model=model, corpus=corpus, train=train, force=force)
+    emit(as_json, data, starter.describe_init(data))
+    return 0
 
 
 @click.command()
@@ -216,4 +240,4 @@ def trials(campaign, accepted, run_id, runs, as_json):
     emit(as_json, {"campaign": campaign, "trials": rows}, listing.describe_trials(view, rows))
 
 
-COMMANDS = (runs_command, trials, check, run, demo, build, serve_command, decide, compare, note, bundle_command, verify)
+COMMANDS = (init, runs_command, trials, check, run, demo, build, serve_command, decide, compare, note, bundle_command, verify)

@@ -214,3 +214,24 @@ def dry_run(path: Path, runs_dir: Path) -> tuple[bool, str]:
         return True, describe_plan(prepare(path, runs_dir))
     except UserError as error:
         return False, str(error)
+
+
+def init_campaign(*, kind: str, out: Path, runs_dir: Path, model: Path | None = None, corpus: Path | None = None,
+                  train: Path | None = None, force: bool = False) -> dict:
+    """Write the starter campaign, then check it as run --dry-run does; return what was written and what is left."""
+    path = write_starter(kind=kind, out=out, model=model, corpus=corpus, train=train, force=force)
+    would_run, said = dry_run(path, runs_dir)
+    return {"campaign_file": str(path), "kind": kind, "to_fill_in": to_fill_in(path), "would_run": would_run,
+            "dry_run": said}
+
+
+def describe_init(data: dict) -> str:
+    """Say where the starter is, what is left to fill in, and what the dry run found."""
+    lines = [f"Wrote {data['campaign_file']} ({data['kind']}); its paths are relative to its folder."]
+    if data["to_fill_in"]:
+        lines += ["To fill in:", *(f"  {line}" for line in data["to_fill_in"])]
+    lines.append("Thresholds are yours to write under [protocol.thresholds], before any timing: none was guessed.")
+    lines.append(("The dry run passes: " if data["would_run"] else "The dry run stops here: ") + data["dry_run"])
+    if data["would_run"]:
+        lines.append(f"Next: iteralab run {data['campaign_file']}")
+    return "\n".join(lines)

@@ -62,7 +62,8 @@ def check_corpus(corpus, model: dict, campaign) -> None:
                         f"({', '.join(model['labels'])})")
     if campaign.protocol["thresholds"] and not corpus.labelled:
         raise UserError(f"{campaign.source}: [protocol] thresholds on {', '.join(campaign.protocol['thresholds'])} need "
-                        f"gold labels, but {campaign.corpus_path} has entries without a label")
+                        f"gold labels, but {campaign.corpus_path} has entries without a label; a campaign without "
+                        "thresholds runs too: leave [protocol.thresholds] out")
 
 
 def count_tokens(tokenizer, protocol: dict, entries) -> dict[str, int]:

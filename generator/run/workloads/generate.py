@@ -115,7 +115,8 @@ def check_corpus(corpus, model: dict, campaign) -> None:
     """Refuse thresholds on reference outputs when the corpus carries none."""
     if campaign.protocol["thresholds"] and not corpus.labelled:
         raise UserError(f"{campaign.source}: [protocol] thresholds on {', '.join(campaign.protocol['thresholds'])} need a "
-                        f"reference output (label) for every entry, but {campaign.corpus_path} has entries without one")
+                        f"reference output (label) for every entry, but {campaign.corpus_path} has entries without one; a "
+                        "campaign without thresholds runs too: leave [protocol.thresholds] out")
 
 
 def load_model(model_dir, variant, protocol: dict):
