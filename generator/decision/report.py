@@ -21,7 +21,7 @@ from iteralab.money.schedule import format_hours, package_plans, single_package
 from iteralab.store import adaptation, expenses
 from iteralab.store.configuration import catalog_card
 from iteralab.store.reading import load
-from iteralab.store.trials import trial_table
+from iteralab.store.trials import initialisation, trial_table
 from iteralab.store.views import CampaignView, VariantSummary, campaign_views
 
 
@@ -32,7 +32,8 @@ class Row:
     summary: VariantSummary
     statuses: dict
     window_seconds: tuple  # min, median, max of one unit: the measured window per corpus, the time to a validated model
-    one_time_seconds: tuple  # min, max of environment check + load + compilation + warm-up (a model: check, compilation)
+    one_time_seconds: tuple  # min, max of environment check + load + compilation + warm-up (a model: check, compilation),
+    # plus each trial's run's CUDA initialisation where its manifest timed it (see initialisation)
     lots: int | None = None
     hours: tuple | None = None  # projected (min, median, max) processing hours for the workload on those lots
     plan: Plan | None = None
@@ -59,6 +60,9 @@ class Row:
     conditions: tuple = ()
     unit: str = CORPUS  # what the configuration delivers: a validated corpus, or a validated model
     model: dict | None = None  # a model's: the validated model (store.adaptation.validated_model), None without one
+    # CUDA's initialisation of each of its runs ({run_id, manifest_id, seconds, reason, recorded}), only where one of them
+    # timed it (a row of runs that never did, or of manifests without the field, has none: nothing was counted)
+    initialisation: tuple = ()
 
     @property
     def feasible(self) -> bool:
@@ -263,7 +267,8 @@ def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
     for summary in view.variants:
         found = figures.get(summary.key, {"statuses": {}, "window": (None, None, None), "one_time": (None, None)})
         measured = Row(summary, found["statuses"], found["window"], found["one_time"],
-                       **_delivered(summary, question, delivered.get(summary.key, ())))
+                       **_delivered(summary, question, delivered.get(summary.key, ())),
+                       initialisation=_initialised(summary, view.manifests))
         planned.append(plan_row(measured, question, corpus_entries, catalog))
         for trial in summary.trials:
             rows_by_run.setdefault(trial["run_id"], set()).add(summary.key)
@@ -291,6 +296,15 @@ def _delivered(summary: VariantSummary, question: Question, corpora) -> dict:
         return {"deliverables": len(corpora)}
     model = adaptation.validated_model(summary.counted)
     return {"unit": MODEL, "model": model, "deliverables": int(model is not None)}
+
+
+def _initialised(summary: VariantSummary, manifests) -> tuple:
+    """Return CUDA's initialisation of each run a configuration's trials ran in (once per run, as its one-time seconds
+    count it), or nothing where none of those runs timed it."""
+    used = {trial.get("manifest_id") for trial in summary.trials}
+    found = tuple({"run_id": manifest["run_id"], "manifest_id": manifest["record_id"], **initialisation(manifest)}
+                  for manifest in manifests if manifest["record_id"] in used)
+    return found if any(entry["seconds"] is not None for entry in found) else ()
 
 
 def _sum(rentals) -> dict:

@@ -15,6 +15,7 @@ from iteralab.money.catalog import money
 from iteralab.money.schedule import format_hours
 from iteralab.store import adaptation, generation
 from iteralab.store.records import shown_time
+from iteralab.store.trials import CUDA_INITIALISATION
 
 
 def _text(value) -> str | None:
@@ -85,7 +86,7 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
             "lots": row.lots, "projected_hours": hours, "projection_reason": None if hours else "no successful trial to project from",
             "planned": plan_dict(row.plan),
             "planned_reason": row.plan_reason, **_observed_and_other(row),
-            "feasible": row.feasible, "conditions_failed": list(row.conditions), **_tokens(row), **_adapted(row),
+            "feasible": row.feasible, "conditions_failed": list(row.conditions), **_tokens(row), **_adapted(row), **_initialisation(row),
         }
 
     return {
@@ -137,6 +138,37 @@ def _tokens(row: Row) -> dict:
     rate = figures["output_tokens_per_s"]
     return {"output_tokens_per_s": {key: rate[key] for key in ("min", "median", "max")}, "output_tokens_per_s_reason":
             rate["reason"]}
+
+
+def _initialisation(row: Row) -> dict:
+    """Return the one-time seconds of a row whose runs timed CUDA's initialisation, and each run's, counted once per run
+    in each of its trials (nothing for a row of runs that never timed it, so older figures and notes hold)."""
+    if not row.initialisation:
+        return {}
+    low, high = row.one_time_seconds
+    return {"device_initialisation": {
+        "what": CUDA_INITIALISATION, "one_time_s": {"min": _rounded(low), "max": _rounded(high)},
+        "runs": [{key: entry[key] for key in ("run_id", "manifest_id", "seconds", "reason", "devices")}
+                 for entry in row.initialisation]}}
+
+
+def _rounded(seconds):
+    return None if seconds is None else round(seconds, 6)
+
+
+def initialisation_line(row: Row) -> str | None:
+    """Say a row's one-time seconds and CUDA's initialisation of each of its runs within them, or None where no run of
+    the row timed it."""
+    if not row.initialisation:
+        return None
+    runs = [Text("{run} {seconds} s", run=entry["run_id"], seconds=Figure(entry["seconds"], 3, grouped=False))
+            if entry["seconds"] is not None else Text("{run}: {reason}", run=entry["run_id"], reason=entry["reason"])
+            for entry in row.initialisation]
+    low, high = row.one_time_seconds
+    if low is None:
+        return _("{what}: {runs}", what=CUDA_INITIALISATION, runs=Joined("; ", runs))
+    return _("one-time seconds {low} to {high}, each counting its run's {what} once: {runs}", low=Figure(low, 3, grouped=False),
+             high=Figure(high, 3, grouped=False), what=CUDA_INITIALISATION, runs=Joined("; ", runs))
 
 
 def tokens_line(row: Row) -> str | None:
@@ -261,7 +293,8 @@ def describe_report(report: Report) -> str:
                     if row.observed_spend is not None else say(row.observed_reason))
         lines.append(f"{rank:>3}. {row.label}")
         lines.append("     " + _per_unit(row, observed))
-        lines += ["     " + line for line in (tokens_line(row), adaptation_line(row)) if line is not None]
+        lines += ["     " + line for line in (tokens_line(row), adaptation_line(row), initialisation_line(row))
+                  if line is not None]
         if row.other_items:
             other = (_("{amount} {currency}", amount=row.other_costs, currency=row.other_currency)
                      if row.other_costs is not None else say(row.other_reason))

@@ -28,7 +28,7 @@ from iteralab.site.render import jinja_environment
 from iteralab.site.signing import Signer
 from iteralab.store import generation
 from iteralab.store.reading import Loaded, RecordTable
-from iteralab.store.trials import trial_table, trials_csv
+from iteralab.store.trials import initialised_runs, trial_table, trials_csv
 from iteralab.store.views import CampaignView, campaign_views
 
 
@@ -153,7 +153,8 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
         root="../../", page=f"{base}/index.html", view=view, compared=compared, constant=constant, separation=view.separation(), cost=view.cost(),
         charts=drawn, notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, trial_table_rows=trial_table_rows,
         sizing=sizing, adapted=[row for row in sizing if row.get("adaptation")], report=report, generation=campaign_block(view), spread_cell=spread_cell, kv_cells=kv_cells,
-        kv_note=kv_note, adaptation=adapted.campaign_block(view), adaptation_rows=adaptation_rows, **common))
+        kv_note=kv_note, adaptation=adapted.campaign_block(view), adaptation_rows=adaptation_rows,
+        initialised=initialised_runs(view.manifests), **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
         root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decided,
         notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, tokens_of=tokens_of, **common))

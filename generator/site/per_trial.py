@@ -15,7 +15,7 @@ from iteralab.site.generated import definitions, trial_figures
 from iteralab.site.render import NO_ENTRIES, cell, fill, fmt, moment, pretty_json, say_value, shown
 from iteralab.site.words import said
 from iteralab.store import generation
-from iteralab.store.trials import phases_of
+from iteralab.store.trials import initialised_runs, phases_of
 from iteralab.store.views import CampaignView
 
 COMPARISONS = {">=": "≥", "<=": "≤"}  # as every other page writes a threshold; the record keeps its ASCII form
@@ -36,7 +36,17 @@ def trial_sections(view: CampaignView, bundle_name: str, w: dict) -> Markup:
     code = language.current()
     words = said(code)
     exclusions = {exclusion["record_id"]: exclusion for exclusion in reversed(view.exclusions)}  # the first of an id wins
+    # CUDA's initialisation of each run, said under its trials' phases (a campaign of runs that never recorded it: nothing).
+    runs = initialised_runs(view.manifests)
+    w = {**w, "initialisation": {manifest_id: _initialisation(entry, w, code) for manifest_id, entry in runs.items()}}
     return Markup("".join(_section(trial, view, bundle_name, w, code, words, exclusions) for trial in view.trials))
+
+
+def _initialisation(entry: dict, w: dict, code: str) -> str:
+    """Say a run's CUDA initialisation under each of its trials' phases: its duration, or empty with its reason."""
+    duration = None if entry["seconds"] is None else round(entry["seconds"] * 1e9)
+    return (f'<p class="initialisation"><small>{w["cuda_initialisation"]}: {fmt(duration, "ns", entry["reason"], code=code)}'
+            f' {w["counted_once"] if duration is not None else w["nothing_counted"]}</small></p>\n')
 
 
 def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: str, words: dict, exclusions: dict) -> str:
@@ -98,7 +108,7 @@ def _phases(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
             f'</th><th scope="col">{w["reserved"]}</th><th scope="col">{w["rss"]}</th></tr></thead>\n'
             f'  <tbody>{body}</tbody>\n</table>\n</div>\n'
             f'<p><small>{w["rss"]}: {escape(say_value(scope, code)) if scope else fmt(None, code=code)}.</small></p>\n'
-            f'{derived}</section>\n')
+            f'{w["initialisation"].get(trial.get("manifest_id"), "")}{derived}</section>\n')
 
 
 def _quality(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:

@@ -63,7 +63,13 @@ OBJECT_COLUMNS = [*CSV_COLUMNS, *GENERATION_COLUMNS, *ADAPTATION_COLUMNS, "confi
                   "has_adaptation"]
 # then two float columns, what the decision reads: window_s, the seconds of one useful unit (a corpus's measured window;
 # an adaptation's time to the validated model), and one_time_s, the one-time seconds that unit does not hold (for a
-# model: the environment check and the compilation, its time holding the load and the first steps)
+# model: the environment check and the compilation, its time holding the load and the first steps), plus CUDA's
+# initialisation, once per run, where the trial's manifest records it (see initialisation)
+
+CUDA_INITIALISATION = Text("CUDA initialisation (once per process)")
+NOT_RECORDED = Text("not recorded: this run's manifest has no device_initialisation (written before it was timed), so "
+                    "nothing is counted for it")
+UNREADABLE = Text("not counted: the manifest's device_initialisation.duration_ns is not a number of nanoseconds")
 
 
 _ORDER = {name: index for index, name in enumerate(PHASE_ORDER)}
@@ -88,6 +94,28 @@ def phases_of(trial: dict) -> tuple[str, ...]:
     return tuple(sorted(shared | set(trial["phases"]), key=lambda name: (_ORDER.get(name, later), name)))
 
 
+def initialisation(manifest: dict | None) -> dict:
+    """Return CUDA's initialisation as a run's manifest records it: its seconds (None on a CPU, with the manifest's
+    reason), the devices, and whether the manifest has the field at all (a manifest without it: nothing is counted)."""
+    found = (manifest or {}).get("device_initialisation")
+    if not isinstance(found, dict):
+        return {"seconds": None, "reason": NOT_RECORDED, "devices": [], "recorded": False}
+    duration = found.get("duration_ns")
+    if duration is None:
+        return {"seconds": None, "reason": found.get("reason") or NOT_RECORDED, "devices": found.get("devices") or [],
+                "recorded": True}
+    if isinstance(duration, bool) or not isinstance(duration, int | float) or not 0 <= duration < float("inf"):
+        return {"seconds": None, "reason": UNREADABLE, "devices": found.get("devices") or [], "recorded": True}
+    return {"seconds": duration / 1e9, "reason": None, "devices": found.get("devices") or [], "recorded": True}
+
+
+def initialised_runs(manifests) -> dict[str, dict]:
+    """Return CUDA's initialisation per manifest id, for the pages, where one of the campaign's manifests has the field;
+    nothing for a campaign whose runs all predate it (its pages stay as they were)."""
+    found = {manifest["record_id"]: initialisation(manifest) for manifest in manifests}
+    return found if any(entry["recorded"] for entry in found.values()) else {}
+
+
 def trial_table(view: CampaignView):
     """Return one pandas row per trial, in run order, with its configuration: every per-trial figure the site shows."""
     import numpy as np
@@ -98,11 +126,15 @@ def trial_table(view: CampaignView):
               for summary in view.variants}
     of_trial = {t["record_id"]: shared[id(summary)] for summary in view.variants for t in summary.trials}
     rules = {exclusion["record_id"]: exclusion["rule"] for exclusion in view.exclusions}
+    # CUDA's initialisation of each run, counted once in each of its trials' one-time seconds (paid once per process).
+    initialised = {manifest["record_id"]: seconds for manifest in view.manifests
+                   if (seconds := initialisation(manifest)["seconds"]) is not None}
     cells = np.empty((len(view.trials), len(OBJECT_COLUMNS)), dtype=object)
     windows, one_times = np.full(len(view.trials), np.nan), np.full(len(view.trials), np.nan)
     for index, trial in enumerate(view.trials):
         exclusion = view.excluded.get(trial["record_id"])
         cells[index], windows[index], one_times[index] = _row(trial, of_trial[trial["record_id"]], exclusion, rules.get(exclusion))
+        one_times[index] += initialised.get(trial.get("manifest_id"), 0.0)  # NaN (a failed trial) stays NaN
     # One object block keeps each cell as the record holds it (an int stays an int beside an empty cell in the CSV);
     # built whole, it costs a tenth of a column-by-column frame, which matters at a thousand campaigns per build.
     table = pd.DataFrame(cells, columns=OBJECT_COLUMNS, copy=False)
