@@ -19,6 +19,8 @@ from pathlib import Path
 from iteralab.core.errors import UserError
 from iteralab.core.files import cache_root, sha256_file, write_atomically
 from iteralab.core.paths import sheets_folder
+from iteralab.demo_adapt import ADAPT_CAMPAIGN, build_adaptation, describe_adaptation, prepare_adaptation
+from iteralab.demo_adapt import folder_name as adapt_folder
 from iteralab.demo_generate import GENERATE_CAMPAIGN, build_generation, folder_name, prepare_generation
 from iteralab.run.corpus import Entry, load_corpus, token_counts, write_jsonl
 from iteralab.run.machine import model_files
@@ -267,11 +269,16 @@ def prepare_workspace(*, log=None) -> Path:
     write_jsonl(tuning, building / "tuning.jsonl")
     write_jsonl(final, building / "final.jsonl")
     # The LM trains on one thread beside the classifier's fine-tuning: the first demo is shorter by most of its time.
+    # Then, on that thread still, the adaptation campaign's recipe is measured for its threshold, while the fine-tuning
+    # (the longer of the two) goes on.
     with ThreadPoolExecutor(1) as beside:
         language_model = beside.submit(build_generation, folder=building / folder_name(), tokenizer_dir=base, tuning=tuning,
                                        final=final, verbose=log is not None)
+        adaptation = beside.submit(build_adaptation, folder=building / adapt_folder(), model_dir=base, tuning=tuning,
+                                   verbose=log is not None)
         training = fine_tune_apart(base, tuning, building / "model", log is not None)
         language_model.result()
+        adaptation.result()
     training.update(key_source=json.loads(key_source), final_fingerprint=load_corpus(building / "final.jsonl").fingerprint)
     (building / "training.json").write_text(json.dumps(training, indent=2, sort_keys=True), encoding="utf-8")
     (building / "campaign.toml").write_text(campaign_text(building, training), encoding="utf-8")
@@ -287,6 +294,7 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
     started = time.perf_counter()
     campaign_file = prepare_workspace(log=log)
     generation_file = prepare_generation(workspace=campaign_file.parent, tokenizer_dir=locate_inputs()[0], log=log)
+    adaptation_file = prepare_adaptation(workspace=campaign_file.parent, model_dir=locate_inputs()[0], log=log)
     seconds = {"preparation": time.perf_counter() - started}
     existing = load(runs_dir).of_campaign(CAMPAIGN, "trial") if (runs_dir / CAMPAIGN).is_dir() else []
     result = {"campaign_file": campaign_file, "skipped": bool(existing) and not again, "trials": existing,
@@ -308,7 +316,8 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
         seconds["revision"] = time.perf_counter() - started
         result["revision"].update(trials=run.trials, ran=True)
         result["interrupted"] = run.interrupted
-    result["generation"] = _generation(generation_file, runs_dir, result, seconds, quiet, log)
+    result["generation"] = _once(GENERATE_CAMPAIGN, generation_file, runs_dir, result, seconds, quiet, log)
+    result["adaptation"] = _once(ADAPT_CAMPAIGN, adaptation_file, runs_dir, result, seconds, quiet, log)
     if not result["interrupted"]:
         started = time.perf_counter()
         result["sheets"] = install_example_sheets(sheets_folder(runs_dir))
@@ -318,19 +327,20 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
     return result
 
 
-def _generation(campaign_file: Path, runs_dir: Path, result: dict, seconds: dict, quiet: bool, log) -> dict:
-    """Run the generation campaign once (#42): the same protocol, a causal LM writing each review's verdict word."""
-    found = load(runs_dir).of_campaign(GENERATE_CAMPAIGN, "trial") if (runs_dir / GENERATE_CAMPAIGN).is_dir() else []
-    generation = {"file": campaign_file, "trials": found, "ran": False}
+def _once(name: str, campaign_file: Path, runs_dir: Path, result: dict, seconds: dict, quiet: bool, log) -> dict:
+    """Run campaign NAME once: the generation campaign (#42, a causal LM writing each review's verdict word) and the
+    adaptation campaign (#43, the encoder fine-tuned phase by phase); a run that has its records keeps them."""
+    found = load(runs_dir).of_campaign(name, "trial") if (runs_dir / name).is_dir() else []
+    ran = {"file": campaign_file, "trials": found, "ran": False}
     if not result["interrupted"] and not found:
         if log:
-            log(f"running the generation campaign: {campaign_file}")
+            log(f"running {name}: {campaign_file}")
         started = time.perf_counter()
         run = run_campaign(campaign_file=campaign_file, runs_dir=runs_dir, quiet=quiet)
-        seconds["generation"] = time.perf_counter() - started
-        generation.update(trials=run.trials, ran=True)
+        seconds[name] = time.perf_counter() - started
+        ran.update(trials=run.trials, ran=True)
         result["interrupted"] = run.interrupted
-    return generation
+    return ran
 
 
 def describe_time(seconds: dict, trials: list[dict]) -> str:
@@ -342,8 +352,9 @@ def describe_time(seconds: dict, trials: list[dict]) -> str:
         parts.append(f"{len(trials)} trials {seconds['trials']:.0f} s, of which measured windows {sum(windows) / 1e9:.0f} s")
     if "revision" in seconds:
         parts.append(f"the question asked again {seconds['revision']:.0f} s")
-    if "generation" in seconds:
-        parts.append(f"the generation campaign {seconds['generation']:.0f} s")
+    for name, what in ((GENERATE_CAMPAIGN, "the generation campaign"), (ADAPT_CAMPAIGN, "the adaptation campaign")):
+        if name in seconds:
+            parts.append(f"{what} {seconds[name]:.0f} s")
     if "site" in seconds:
         parts.append(f"site {seconds['site']:.0f} s")
     return "Time in this command: " + ", ".join(parts) + f"; {sum(seconds.values()):.0f} s in all (setup not included)."
@@ -376,6 +387,7 @@ def describe_result(result: dict, runs: Path) -> str:
               f"to keep the demo short): iteralab compare {CAMPAIGN} {REVISION}; every revision side by side: "
               f"{index.parent / 'questions' / (CAMPAIGN + '.html')}"]
     lines += _describe_generation(result["generation"], index)
+    lines += describe_adaptation(result["adaptation"], index)
     lines += [f"Open the decision page: {index.parent / 'campaigns' / CAMPAIGN / 'decision.html'}",
               f"Try next: iteralab decide {CAMPAIGN} (the same answer as text), iteralab note new {CAMPAIGN} (draft the "
               "decision note), iteralab check runs/; the README's 'After the demo' lists the rest.",

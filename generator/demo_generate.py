@@ -244,33 +244,50 @@ def folder_name() -> str:
     return f"generate-{recipe_key()}"
 
 
-def build_generation(*, folder: Path, tokenizer_dir: Path, tuning: list[Entry], final: list[Entry], verbose: bool) -> None:
-    """Write the prompts and train the LM into FOLDER, which appears whole or not at all."""
+def build_whole(folder: Path, fill, recipe: dict) -> None:
+    """Call FILL(building) on a folder beside FOLDER, keep its figures with RECIPE in training.json, then put the folder
+    in FOLDER's place: it appears whole or not at all."""
     building = folder.with_name(folder.name + f".building-{os.getpid()}")
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)
-    write_jsonl(generation_entries(final, GENERATE_ENTRIES), building / "prompts.jsonl")
-    training = train_causal_lm_apart(tokenizer_dir=tokenizer_dir, tuning=tuning, target=building / "lm", verbose=verbose)
-    (building / "training.json").write_text(json.dumps({**training, "recipe": RECIPE}, indent=2, sort_keys=True),
+    training = fill(building)
+    (building / "training.json").write_text(json.dumps({**training, "recipe": recipe}, indent=2, sort_keys=True),
                                             encoding="utf-8")
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(building, folder)
 
 
-def prepare_generation(*, workspace: Path, tokenizer_dir: Path, log=None) -> Path:
-    """Train the LM once beside the demo's corpora (cached by its recipe); write the generation campaign; return it."""
-    folder = workspace / folder_name()
+def build_generation(*, folder: Path, tokenizer_dir: Path, tuning: list[Entry], final: list[Entry], verbose: bool) -> None:
+    """Write the prompts and train the LM into FOLDER, which appears whole or not at all."""
+
+    def fill(building: Path) -> dict:
+        write_jsonl(generation_entries(final, GENERATE_ENTRIES), building / "prompts.jsonl")
+        return train_causal_lm_apart(tokenizer_dir=tokenizer_dir, tuning=tuning, target=building / "lm", verbose=verbose)
+
+    build_whole(folder, fill, RECIPE)
+
+
+def kept_campaign(folder: Path, build, text_of, log, saying: str) -> Path:
+    """Build FOLDER once (BUILD, cached by its recipe), write its campaign from its training figures; return the file."""
     if not (folder / "training.json").is_file():
         if log:
-            log(f"first run: training the demo's small causal LM once (about 30 s; cached in {folder})")
-        build_generation(folder=folder, tokenizer_dir=tokenizer_dir, tuning=list(load_corpus(workspace / "tuning.jsonl").entries),
-                         final=list(load_corpus(workspace / "final.jsonl").entries), verbose=log is not None)
+            log(saying)
+        build()
     training = json.loads((folder / "training.json").read_text(encoding="utf-8"))
     campaign_file = folder / "campaign.toml"
-    text = generation_campaign_text(training)
+    text = text_of(training)
     if not campaign_file.is_file() or campaign_file.read_text(encoding="utf-8") != text:
         write_atomically(campaign_file, text)
     return campaign_file
+
+
+def prepare_generation(*, workspace: Path, tokenizer_dir: Path, log=None) -> Path:
+    """Train the LM once beside the demo's corpora (cached by its recipe); write the generation campaign; return it."""
+    folder = workspace / folder_name()
+    return kept_campaign(folder, lambda: build_generation(
+        folder=folder, tokenizer_dir=tokenizer_dir, tuning=list(load_corpus(workspace / "tuning.jsonl").entries),
+        final=list(load_corpus(workspace / "final.jsonl").entries), verbose=log is not None),
+        generation_campaign_text, log, f"first run: training the demo's small causal LM once (about 30 s; cached in {folder})")
 
 
 def generation_campaign_text(training: dict) -> str:

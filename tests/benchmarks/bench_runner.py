@@ -1,11 +1,16 @@
 """Runner overhead: each kind's measured window against the same work written as a bare loop, in one process.
 
-Run: HF_HUB_OFFLINE=1 .venv/bin/python -m tests.benchmarks.bench_runner [--kind classify|generate|both] [--entries 300]
-     [--rounds 5]
+Run: HF_HUB_OFFLINE=1 .venv/bin/python -m tests.benchmarks.bench_runner [--kind classify|generate|adapt|both|all]
+     [--entries 300] [--rounds 5] [--updates 20] [--microbatch 16]
 classify: the runner's window against a bare tokenize + forward + argmax loop over the packaged MiniLM classifier.
 generate: the runner's window against a bare tokenize + generate + decode loop over a small GPT-2 (2 layers, 128 wide,
-the MiniLM tokenizer) with the same greedy decoding. Both read the same corpus file, use the same model and batch size,
-alternate round by round, and the ratio of medians is printed (target: at most 1.02).
+the MiniLM tokenizer) with the same greedy decoding.
+adapt: the adaptation runner's measured window (adapting.Work.measured, after the first update has created the
+optimizer state) against a bare training loop (tokenize each microbatch, forward, loss, backward, AdamW step, schedule
+step, zero_grad) over the packaged MiniLM encoder with a fresh fresh/rotten head, all weights trained, the same
+reviews in the same order each round.
+Each pair uses the same model and data, alternates round by round, and the ratio of medians is printed (target: at
+most 1.02). both: classify and generate; all: the three.
 """
 
 from __future__ import annotations
@@ -107,27 +112,87 @@ def generate_pair(base: Path, corpus_file: Path, entries, batch_size: int, folde
                                                                         work.config))
 
 
+def bare_train(model, tokenizer, optimizer, schedule, rows: list, microbatch: int, max_length: int) -> list:
+    """Train one update per microbatch: tokenize, forward, loss, backward, optimizer and schedule step, zero_grad."""
+    import torch
+
+    index = {"fresh": 0, "rotten": 1}
+    losses = []
+    for start in range(0, len(rows), microbatch):
+        chunk = rows[start:start + microbatch]
+        encoded = tokenizer([entry.text for entry in chunk], padding="longest", truncation=True, max_length=max_length,
+                            return_tensors="pt")
+        loss = model(**encoded, labels=torch.tensor([index[entry.label] for entry in chunk])).loss
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.detach())
+    return losses
+
+
+def adapt_pair(base: Path, entries, microbatch: int, updates: int):
+    """The runner's Work and a bare loop training the same model on the same UPDATES × MICROBATCH reviews each round."""
+    import torch
+
+    from iteralab.run.campaign import Variant
+    from iteralab.run.workloads import adapting
+
+    variant = Variant("bench", "bench", microbatch, "fp32", "none", False, "sdpa", False, "cpu", method="all",
+                      accumulation=1, changes_effective_batch=False)
+    settings = {"labels": ["fresh", "rotten"], "optimizer": "adamw", "learning_rate": 2e-5, "weight_decay": 0.0,
+                "schedule": "constant", "updates": updates, "max_grad_norm": None, "subset": None, "lora": None}
+    protocol = {"padding": "longest", "max_length": 64, "seed": 1, "adaptation": settings}
+    tokenizer, model = adapting.load_model(base, variant, protocol)
+    work = adapting.Work(tokenizer, model, variant, protocol)
+    rows = list(entries[:updates * microbatch])
+    work.entries = rows
+    trainable = [parameter for parameter in model.parameters() if parameter.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=settings["learning_rate"], weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0)  # as the runner's constant schedule
+    # The first update of each, untimed, creates its optimizer state, as the runner's first_update phase does.
+    work.step(work.microbatch())
+    work.update()
+    bare_train(model, tokenizer, optimizer, schedule, rows[:microbatch], microbatch, 64)
+
+    def runner():
+        work.position = work.examples = work.tokens = 0  # the same reviews each round
+        return work.measured(None)
+
+    return runner, (lambda: bare_train(model, tokenizer, optimizer, schedule, rows, microbatch, 64))
+
+
 def main() -> None:
     from iteralab.demo import locate_inputs, read_reviews
     from iteralab.run.corpus import write_jsonl
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", choices=("classify", "generate", "both"), default="both")
+    parser.add_argument("--kind", choices=("classify", "generate", "adapt", "both", "all"), default="all")
     parser.add_argument("--entries", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--updates", type=int, default=20, help="adapt: optimizer updates per round")
+    parser.add_argument("--microbatch", type=int, default=16, help="adapt: reviews per update")
     options = parser.parse_args()
+    kinds = {"both": ("classify", "generate"), "all": ("classify", "generate", "adapt")}.get(options.kind, (options.kind,))
     base, corpus_source = locate_inputs()
-    entries = read_reviews(corpus_source)[: options.entries]
+    reviews = read_reviews(corpus_source)
+    entries = reviews[: options.entries]
     with tempfile.TemporaryDirectory() as folder:
         corpus_file = Path(folder) / "corpus.jsonl"
         write_jsonl(entries, corpus_file)
-        for kind in (("classify", "generate") if options.kind == "both" else (options.kind,)):
-            pair = classify_pair(base, corpus_file, entries, options.batch_size) if kind == "classify" else \
-                generate_pair(base, corpus_file, entries, options.batch_size, Path(folder))
+        for kind in kinds:
+            if kind == "adapt":
+                pair = adapt_pair(base, reviews, options.microbatch, options.updates)
+                said = (f"adapt: {options.updates} updates of {options.microbatch} reviews (all weights, AdamW), "
+                        f"rounds {options.rounds}")
+            else:
+                pair = classify_pair(base, corpus_file, entries, options.batch_size) if kind == "classify" else \
+                    generate_pair(base, corpus_file, entries, options.batch_size, Path(folder))
+                said = (f"{kind}: entries {options.entries}, batch {options.batch_size}, rounds {options.rounds}"
+                        + (f", max_new_tokens {MAX_NEW_TOKENS}" if kind == "generate" else ""))
             runner_times, bare_times = alternate(options.rounds, *pair)
-            print(f"{kind}: entries {options.entries}, batch {options.batch_size}, rounds {options.rounds}"
-                  + (f", max_new_tokens {MAX_NEW_TOKENS}" if kind == "generate" else ""))
+            print(said)
             print("  runner measured window (s):", " ".join(f"{t / 1e9:.3f}" for t in runner_times))
             print("  bare loop (s):             ", " ".join(f"{t / 1e9:.3f}" for t in bare_times))
             print(f"  overhead ratio (median runner / median bare): "

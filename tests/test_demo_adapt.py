@@ -1,0 +1,121 @@
+"""The demo's adaptation campaign (#43): real reviews, the packaged MiniLM encoder, a threshold measured before timing."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import pytest
+from bs4 import BeautifulSoup
+
+from iteralab import demo, demo_adapt
+from iteralab.run.campaign import load_campaign
+from iteralab.run.corpus import load_corpus, token_counts, write_jsonl
+
+
+@pytest.fixture(scope="module")
+def reviews():
+    from transformers import AutoTokenizer
+
+    base, corpus_file = demo.locate_inputs()
+    entries = demo.read_reviews(corpus_file)
+    tuning, final = demo.split_corpora(entries, token_counts(AutoTokenizer.from_pretrained(base, local_files_only=True),
+                                                             entries))
+    return base, tuning, final
+
+
+def _written(folder, base, tuning, training):
+    """Write the splits and the campaign text into FOLDER as build_adaptation does; return the loaded campaign."""
+    for name, entries in zip(("train", "validation", "heldout"), demo_adapt.adaptation_splits(tuning), strict=True):
+        write_jsonl(entries, folder / f"{name}.jsonl")
+    (folder / "campaign.toml").write_text(demo_adapt.adaptation_campaign_text(training, base), encoding="utf-8")
+    return load_campaign(folder / "campaign.toml")
+
+
+def test_the_three_splits_are_disjoint_tuning_reviews_never_the_final_corpus(reviews):
+    _, tuning, final = reviews
+    train, validation, heldout = demo_adapt.adaptation_splits(tuning)
+    recipe = demo_adapt.RECIPE
+    assert len(train) == (recipe["updates"] + 1) * recipe["effective_batch"] == 336  # each training review seen once
+    assert (len(validation), len(heldout)) == (recipe["validation_entries"], recipe["heldout_entries"]) == (128, 192)
+    splits = (train, validation, heldout, final)
+    for index, one in enumerate(splits):
+        for other in splits[index + 1:]:
+            assert not {e.id for e in one} & {e.id for e in other} and not {e.text for e in one} & {e.text for e in other}
+    assert {e.id for e in train + validation + heldout} <= {e.id for e in tuning}
+    for split in (train, validation, heldout):
+        assert {e.label for e in split} == {"fresh", "rotten"}
+    assert demo_adapt.adaptation_splits(list(reversed(tuning))) == (train, validation, heldout)  # drawn, not taken in order
+
+
+def test_the_campaign_compares_equal_effective_batches_and_lora_and_says_what_was_cut(reviews, tmp_path):
+    base, tuning, _ = reviews
+    campaign = _written(tmp_path, base, tuning, {"heldout_accuracy": 0.7343, "heldout_entries": 192})
+    assert campaign.kind == "adapt" and campaign.name == demo_adapt.ADAPT_CAMPAIGN and campaign.model_path == base
+    variants = {v.name: (v.series, v.batch_size, v.accumulation, v.method, v.precision) for v in campaign.variants}
+    assert variants == {"mb16": ("accumulation", 16, 1, "subset", "fp32"), "mb4x4": ("accumulation", 4, 4, "subset", "fp32"),
+                        "lora-mb16": ("method", 16, 1, "lora", "fp32")}
+    protocol = campaign.protocol
+    # The threshold: the recipe's held-out accuracy minus the margin, rounded down, fixed before any timing.
+    assert protocol["thresholds"] == {"accuracy": 0.68} and protocol["reference_variant"] == "mb16"
+    settings = protocol["adaptation"]
+    assert settings["labels"] == ["fresh", "rotten"] and settings["updates"] == 20 and settings["train"]["entries"] == 336
+    assert settings["subset"] == ["bert.encoder.layer.5", "bert.pooler", "classifier"]
+    assert settings["lora"]["rank"] == 8 and settings["lora"]["target_modules"] == ["query", "value"]
+    assert protocol["repetitions"] == 2 and protocol["decision"]["corpora"] == 1
+    text = (tmp_path / "campaign.toml").read_text(encoding="utf-8")
+    assert "Cut to keep the first demo within minutes" in text and "2 repetitions instead of 5" in text
+    assert "20 updates in the measured window" in text and "0.7343" in text
+    draft = tomllib.loads(demo_adapt.adaptation_campaign_text(None, base))
+    assert "thresholds" not in draft["protocol"]  # what the recipe is measured with: nothing to pass yet
+
+
+def test_the_threshold_follows_the_measured_figure_and_a_changed_recipe_is_measured_again(monkeypatch):
+    assert demo_adapt.threshold({"heldout_accuracy": 0.7343}) == 0.68
+    assert demo_adapt.threshold({"heldout_accuracy": 0.61}) == 0.56
+    before = demo_adapt.folder_name()
+    monkeypatch.setitem(demo_adapt.RECIPE, "updates", 21)
+    assert demo_adapt.folder_name() != before and demo_adapt.folder_name().startswith("adapt-")
+
+
+@pytest.mark.slow
+def test_the_demo_adaptation_runs_validates_against_its_measured_threshold_and_is_on_the_site(reviews, tmp_path,
+                                                                                               monkeypatch):
+    """The demo's own campaign, scaled down here (1 update in the window, 1 repetition, 32 reviews each side) so
+    the suite stays short: its threshold measured by the runner's Work, then run, then built into a page."""
+    from iteralab.run.runner import run_campaign
+    from iteralab.site.build import build_site
+
+    base, tuning, _ = reviews
+    for key, value in (("updates", 1), ("repetitions", 1), ("validation_entries", 32), ("heldout_entries", 32)):
+        monkeypatch.setitem(demo_adapt.RECIPE, key, value)
+    monkeypatch.setattr(demo_adapt, "measure_apart", demo_adapt.measure_recipe)  # in this process: no second torch import
+    write_jsonl(tuning, tmp_path / "tuning.jsonl")
+    campaign_file = demo_adapt.prepare_adaptation(workspace=tmp_path, model_dir=base)
+    training = json.loads((campaign_file.parent / "training.json").read_text(encoding="utf-8"))
+    assert training["train_entries"] == 32 and training["updates"] == 2 and training["heldout_entries"] == 32
+    held_out = {e.id for e in load_corpus(campaign_file.parent / "heldout.jsonl").entries}
+    assert not held_out & {e.id for e in load_corpus(campaign_file.parent / "validation.jsonl").entries}
+    threshold = load_campaign(campaign_file).protocol["thresholds"]["accuracy"]
+    assert threshold == demo_adapt.threshold(training)
+
+    run = run_campaign(campaign_file=campaign_file, runs_dir=tmp_path / "runs", quiet=True)
+    assert [t["variant"] for t in run.trials] == ["mb16", "mb4x4", "lora-mb16"]
+    for trial in run.trials:
+        assert trial["status"] == "ok", trial.get("error")
+        assert all(trial["phases"][phase]["duration_ns"] > 0 for phase in
+                   ("first_forward", "first_backward", "first_update", "measured_window", "validation", "export"))
+        accuracy = trial["quality"]["overall"]["accuracy"]
+        assert trial["corpus_accepted"] is (accuracy >= threshold)  # the validation verdict, against the measured figure
+        exported = trial["adaptation"]["export"]
+        assert exported["files"] and all(len(item["sha256"]) == 64 for item in exported["files"])
+    adapter = {f["name"] for f in run.trials[2]["adaptation"]["export"]["files"]}
+    assert "adapter_model.safetensors" in adapter and "model.safetensors" not in adapter  # LoRA: the adapter alone
+
+    index = build_site(runs=tmp_path / "runs", out=tmp_path / "site", languages=("en",), quiet=True)["index"]
+    home = BeautifulSoup(index.read_text(encoding="utf-8"), "html.parser")
+    assert any(demo_adapt.ADAPT_CAMPAIGN in (a.get("href") or "") for a in home.find_all("a"))
+    page = BeautifulSoup((index.parent / "campaigns" / demo_adapt.ADAPT_CAMPAIGN / "index.html").read_text(encoding="utf-8"),
+                         "html.parser")
+    shown = page.get_text(" ")
+    assert all(name in shown for name in ("mb16", "mb4x4", "lora-mb16"))
