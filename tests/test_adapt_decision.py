@@ -239,3 +239,90 @@ def test_a_classification_campaigns_trials_csv_keeps_its_columns_and_order():
     assert all(len(row) == 33 for row in csv.reader(io.StringIO(text)))
     assert phases_of(view.trials[0]) == ("environment_check", "model_load", "compilation", "warmup", "measured_window",
                                          "evaluation", "writing_results")
+
+
+def _asks_again(runs: Path, campaign: str, asked: str) -> None:
+    """Make CAMPAIGN's manifest ask ASKED's question again (protocol.decision.asks_again), as a revision's campaign file
+    would: the only change to the records the runner wrote."""
+    (path,) = (runs / campaign / "records").glob("*.jsonl")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    first = json.loads(lines[0])
+    first["protocol"]["decision"] = {"corpora": 1, "window_hours": "72", "asks_again": asked}
+    path.write_text("\n".join([json.dumps(first, sort_keys=True), *lines[1:]]) + "\n", encoding="utf-8")
+
+
+def _texts(cells) -> list[str]:
+    return [cell.get_text(" ", strip=True) for cell in cells]
+
+
+@pytest.mark.slow
+def test_every_page_of_an_adaptation_campaign_speaks_of_validated_models_never_of_corpora(runs, tmp_path, cli):
+    from bs4 import BeautifulSoup
+
+    from iteralab.decision.report import decision_report
+    from iteralab.decision.revisions import configuration_name
+
+    _rent(cli, runs, "tiny-adapt", _on_a_4090(runs, "tiny-adapt"))
+    _asks_again(runs, "tiny-adapt-strict", "tiny-adapt")
+    notes = tmp_path / "notes"
+    assert cli("note", "new", "tiny-adapt", "--runs", runs, "--notes", notes)[0] == 0
+    assert cli("build", "--runs", runs, "--out", tmp_path / "site")[0] == 0
+    report = decision_report(campaign="tiny-adapt", runs=runs)
+    site = tmp_path / "site"
+
+    def page(*parts):
+        return BeautifulSoup(site.joinpath(*parts).read_text(encoding="utf-8"), "html.parser")
+
+    # The decision page: the cost column, the details' models and each repetition's time to the validated model.
+    decision = page("campaigns", "tiny-adapt", "decision.html")
+    assert "Cost per validated model" in _texts(decision.select("table.decision thead th"))
+    details = _texts(decision.select("table.decision-details thead th"))
+    assert "Validated models" in details and "Time to the validated model, run order" in details
+    for row in report.ranked:
+        tr = decision.find(id=f"detail-{row.key}")
+        shown = [float(link.get_text().removesuffix(" s")) for link in tr.select("a.duration")]
+        expected = [adaptation.model_seconds(t) for t in row.summary.trials if t["status"] == "ok"]
+        assert shown == pytest.approx(expected, abs=5e-4) and len(shown) == 2
+        assert _texts(tr.find_all("td"))[2] == "1"  # two repetitions, one validated model
+    assert "the time to the validated model × the models each lot trains" in decision.find(id="projection-rule").get_text()
+    assert "Cost per validated corpus" not in decision.get_text() and "per corpus" not in decision.get_text()
+    # The campaign page's cost: validated models and the cost per validated model, one per configuration.
+    campaign = page("campaigns", "tiny-adapt", "index.html")
+    cost = campaign.find(id="cost")
+    assert [dt.get_text() for dt in cost.select("dl.cost dt")][-2:] == ["Validated models", "Cost per validated model"]
+    assert cost.find(id="deliverables").get_text() == "3"
+    assert "by its validated model; repetitions are not extra models" in cost.find(id="cost-per-corpus").get_text()
+    assert "corpus" not in cost.get_text().lower() and "corpora" not in cost.get_text()
+    # The bundle's own page: validated models, and that the weights are not in the bundle.
+    with zipfile.ZipFile(site / "campaigns" / "tiny-adapt" / "evidence-tiny-adapt.zip") as archive:
+        (index,) = [name for name in archive.namelist() if name.endswith("/data/index.html")]
+        bundle = BeautifulSoup(archive.read(index).decode("utf-8"), "html.parser")
+    said = " ".join(bundle.get_text().split())
+    assert "validated models: 3;" in said and "cost per validated model, only where" in said
+    assert "accepted deliverables" not in said and "cost per validated corpus" not in said
+    models = bundle.find(id="models").get_text()
+    assert "are not in this bundle" in models and "models/README.txt" in models
+    # The decision note's draft: each ranked configuration's median time to the validated model.
+    draft = (notes / "tiny-adapt-decision.md").read_text(encoding="utf-8")
+    for row in report.ranked:
+        assert f"- **{row.label}**: median {row.window_seconds[1]:.3f} s per validated model (time to the validated model)" in draft
+    assert "per corpus" not in draft
+    # The question's page: the median time to the validated model of each revision, not a measured window.
+    question = page("questions", "tiny-adapt.html")
+    assert question.select_one("#chart-revision-medians") is None
+    table = question.select_one("#chart-revision-model-times table")
+    medians = {(cells[0], cells[1]): float(cells[2]) for cells in (_texts(tr.find_all("td")) for tr in table.select("tbody tr"))}
+    for row in report.rows:
+        assert medians[("tiny-adapt", configuration_name(row))] == pytest.approx(round(row.window_seconds[1], 3))
+    assert "median measured window" not in question.get_text().lower()
+
+
+def test_a_classification_bundle_page_keeps_its_deliverables_wording(tmp_path, cli):
+    runs = shutil.copytree(FIXTURES, tmp_path / "runs")
+    bundle = tmp_path / "evidence.zip"
+    assert cli("bundle", "demo-rotten-tomatoes", "-o", bundle, "--runs", runs)[0] == 0
+    with zipfile.ZipFile(bundle) as archive:
+        (index,) = [name for name in archive.namelist() if name.endswith("/data/index.html")]
+        said = " ".join(archive.read(index).decode("utf-8").split())
+    assert "accepted deliverables:" in said and "cost per validated corpus, only where" in said
+    assert "validated model" not in said and 'id="models"' not in said

@@ -14,6 +14,7 @@ from markupsafe import Markup, escape
 
 from iteralab.core import language
 from iteralab.core.language import Figure, Text
+from iteralab.decision.kinds import MODEL
 from iteralab.decision.qualification import POINTS_TO
 from iteralab.site.generated import spread_cell
 from iteralab.site.render import cell, fmt, say_value, shown
@@ -233,3 +234,13 @@ def sizing(summary) -> dict | None:
     failures = [{"trial": trial["record_id"], "phase": trial["failed_phase"], "points_to": POINTS_TO.get(trial["failed_phase"])}
                 for trial in summary.counted if trial["status"] != "ok" and trial.get("failed_phase")]
     return {"method": found["method"], "parameters": found["parameters"], "memory": found["memory"], "failures": failures}
+
+
+def unit_durations(row) -> list[tuple[str, float, bool]]:
+    """Return (trial id, seconds of one useful unit, excluded) of every successful trial of a decision ROW in run order:
+    a corpus's measured window, or a model's time to the validated model (its window_seconds are read from those)."""
+    summary = row.summary
+    if row.unit != MODEL:
+        return summary.raw_durations
+    return [(trial["record_id"], seconds, trial["record_id"] in summary.excluded) for trial in summary.trials
+            if (seconds := adaptation.model_seconds(trial)) is not None]

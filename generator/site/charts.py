@@ -26,7 +26,7 @@ ROWS = "rows"  # the one named dataset of every spec: a chart's rows, as its dat
 LABEL, TITLE = 12, 13  # font sizes in px (#37: Vega-Lite's 10 and 11 were 5 pt on paper)
 # The category down each chart's side: what its rows are named by.
 CATEGORY = {"durations": "variant", "memory": "variant", "phase-memory": "variant", "quality": "variant",
-            "planned-spend": "configuration", "projected-hours": "configuration", "revision-medians": "configuration", "revision-spend": "configuration"}
+            "planned-spend": "configuration", "projected-hours": "configuration", "revision-medians": "configuration", "revision-model-times": "configuration", "revision-spend": "configuration"}
 _made: dict[str, dict[str, dict]] = {}
 
 
@@ -142,13 +142,18 @@ def _revision_medians(alt, code: str):
     return _over_revisions(alt, code, "seconds", Text("median measured window (s)"), ",.3f")
 
 
+def _revision_model_times(alt, code: str):
+    """Each configuration's median time to the validated model per revision (an adaptation campaign's)."""
+    return _over_revisions(alt, code, "seconds", Text("median time to the validated model (s)"), ",.3f")
+
+
 def _revision_spend(alt, code: str):
     """Each configuration's planned package spend per revision."""
     return _over_revisions(alt, code, "planned", Text("planned package spend (catalog currency)"), ",.2f")
 
 
 KINDS = {"durations": _durations, "memory": _memory, "phase-memory": _phase_memory, "quality": _quality, "planned-spend": _spend, "projected-hours": _hours,
-         "revision-medians": _revision_medians, "revision-spend": _revision_spend}
+         "revision-medians": _revision_medians, "revision-model-times": _revision_model_times, "revision-spend": _revision_spend}
 
 
 def _config(code: str) -> dict:

@@ -13,6 +13,7 @@ from iteralab.core.files import writing
 from iteralab.core.language import Text
 from iteralab.core.lines import json_lines
 from iteralab.core.paths import notes_folder
+from iteralab.decision.kinds import MODEL
 from iteralab.decision.plan import span_range
 from iteralab.decision.rental_checks import check_rentals
 from iteralab.decision.report import decision_report
@@ -130,7 +131,10 @@ def draft_text(report, *, author: str, today: str, rentals: list[str] = ()) -> s
               "<!-- Draft written by iteralab note new from the decision report; edit it before publishing. -->", "",
               "## Answer", "", report.answer, "", "## Why", ""]
     for row in report.ranked:
-        lines.append(f"- **{row.label}**: median {row.summary.median:.3f} s per corpus, projected {span_range(row.hours)}, "
+        # A model's row: its time to the validated model (window_seconds), never a corpus's measured window.
+        per = (f"median {row.window_seconds[1]:.3f} s per validated model (time to the validated model)" if row.unit == MODEL
+               else f"median {row.summary.median:.3f} s per corpus")
+        lines.append(f"- **{row.label}**: {per}, projected {span_range(row.hours)}, "
                      f"planned {planned_text(row)}; [evidence](../campaigns/{report.campaign}/index.html#variant-{row.key}).")
     for row in report.infeasible:
         lines.append(f"- {row.label} is not feasible: {'; '.join(row.conditions)}.")

@@ -157,7 +157,8 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
         initialised=initialised_runs(view.manifests), **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
         root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decided,
-        notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, tokens_of=tokens_of, **common))
+        notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, tokens_of=tokens_of,
+        unit_durations=adapted.unit_durations, **common))
     _trials_page(writer, env, view, bundle_info["name"], common)
     writer.write(f"{base}/trials.csv", table_csv)
     writer.write(f"{base}/qualification.html", env.get_template("qualification.html").render(

@@ -11,7 +11,7 @@ from iteralab.core import language
 from iteralab.core.language import Text
 from iteralab.site.figures import chart
 from iteralab.site.output import Writer
-from iteralab.site.questions import chart_rows
+from iteralab.site.questions import chart_rows, of_models
 from iteralab.site.render import jinja_environment
 from iteralab.store.questions import shown_value
 
@@ -25,7 +25,11 @@ def write_questions(writer: Writer, asked: list[dict], answers: dict, common: di
     for page in asked:
         medians, spend = chart_rows(page)
         charts = []
-        if medians:
+        if medians and of_models(page):
+            charts.append(chart("revision-model-times", Text("Median time to the validated model per revision"),
+                                Text("Each line is one configuration; each point its median time to the validated model in "
+                                     "one revision, the revisions in the order they were run."), medians))
+        elif medians:
             charts.append(chart("revision-medians", Text("Median measured window per revision"),
                                 Text("Each line is one configuration; each point its median measured window in one revision, "
                                      "the revisions in the order they were run."), medians))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
+from iteralab.decision.kinds import MODEL
 from iteralab.decision.report import Report
 from iteralab.decision.revisions import answer_key, answer_row, configuration_name
 from iteralab.site.render import pretty_json
@@ -61,12 +62,27 @@ def revision_figures(report: Report) -> dict:
     chosen = answer_row(report)
     return {"answer": report.summary_line, "next_step": report.next_step,
             "answer_key": None if chosen is None else answer_key(chosen),
-            "configurations": [{"configuration": configuration_name(row),
-                                "median": round(row.summary.median, 3) if row.summary.seconds else None,
+            "configurations": [{"configuration": configuration_name(row), **_median(row),
                                 "planned": float(row.plan.total) if row.plan else None,
                                 "currency": row.plan.currency if row.plan else None, "feasible": row.feasible,
                                 **_tokens(row.summary)}
                                for row in report.rows]}
+
+
+def _median(row) -> dict:
+    """Return a row's median time of one unit: a corpus's measured window, or (unit 'model') the time to the validated
+    model, never a model's training window read as a corpus's."""
+    if row.unit == MODEL:
+        median = row.window_seconds[1]
+        return {"median": None if median is None else round(median, 3), "unit": MODEL}
+    return {"median": round(row.summary.median, 3) if row.summary.seconds else None}
+
+
+def of_models(page: dict) -> bool:
+    """Say whether a question's revisions deliver validated models (an adaptation campaign's): its chart of medians is
+    then of the time to the validated model."""
+    return any(row.get("unit") == MODEL for revision in page["revisions"]
+               for row in revision["figures"].get("configurations", []))
 
 
 def _tokens(summary) -> dict:
