@@ -302,6 +302,10 @@ def test_every_page_of_an_adaptation_campaign_speaks_of_validated_models_never_o
     assert "accepted deliverables" not in said and "cost per validated corpus" not in said
     models = bundle.find(id="models").get_text()
     assert "are not in this bundle" in models and "models/README.txt" in models
+    # Each trial's line on the trials page: its validated model accepted, not a corpus.
+    trials = page("campaigns", "tiny-adapt", "trials.html")
+    metas = [meta.get_text(" ", strip=True) for meta in trials.select("article.trial p.meta")]
+    assert len(metas) == 6 and all("validated model accepted: yes" in meta and "corpus" not in meta for meta in metas)
     # The decision note's draft: each ranked configuration's median time to the validated model.
     draft = (notes / "tiny-adapt-decision.md").read_text(encoding="utf-8")
     for row in report.ranked:

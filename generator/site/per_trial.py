@@ -90,7 +90,8 @@ def _meta(trial: dict, trial_id: str, w: dict, words: dict) -> str:
     entries = fill(w["entries"], completed=fmt(trial["entries_completed"], "int", trial.get("entries_completed_reason")),
                    expected=fmt(trial["entries_expected"], "int"))
     return (f'<p class="meta"><code>{trial_id}</code> · {w["status"]} <strong class="{status}">'
-            f'{words["status_word"](trial["status"])}</strong>{phase} · {entries} · {w["accepted"]}: '
+            f'{words["status_word"](trial["status"])}</strong>{phase} · {entries} · '
+            f'{w["model_accepted"] if adapted.is_adaptation(trial) else w["accepted"]}: '
             f'{w["yes"] if trial["corpus_accepted"] else w["no"]}</p>\n')
 
 
