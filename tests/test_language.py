@@ -193,3 +193,11 @@ def test_decide_says_the_answer_in_indonesian_and_other_messages_stay_english(ru
     assert data["answer"].startswith("Nothing to rent yet")  # the figures and their English stay as they are
     code, _, err = cli("decide", "camp", "--runs", runs, "--lang", "fr")
     assert code == 2 and "'fr' is not one of 'en', 'id'" in err
+
+
+def test_a_recorded_sentence_is_read_back_by_the_message_that_fits_it_whole():
+    """The shorter message 'no GPU: the variant runs on {device}' matched a longer recorded sentence first."""
+    from iteralab.core.language import recorded
+
+    said = recorded("no GPU: the variant runs on cpu; the host's memory is measured instead", "id")
+    assert "the host's memory" not in said and "cpu" in said

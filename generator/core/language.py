@@ -191,8 +191,11 @@ def _patterns(language: str) -> list:
     """Return a pattern per message with fields ('not reached: the trial stopped in {phase}'), to read a record back."""
     catalog = translations(language)
     found = []
-    # gettext keeps a compiled catalog's messages in _catalog (plural forms under (msgid, n) keys, left out here).
-    for message in sorted(key for key in getattr(catalog, "_catalog", {}) if isinstance(key, str) and "{" in key):
+    # gettext keeps a compiled catalog's messages in _catalog (plural forms under (msgid, n) keys, left out here). The
+    # message with the most fixed text is tried first: a field matches any text, so "no GPU: the variant runs on
+    # {device}" would otherwise read "no GPU: the variant runs on cpu; the host's memory is measured instead" too.
+    messages = [key for key in getattr(catalog, "_catalog", {}) if isinstance(key, str) and "{" in key]
+    for message in sorted(messages, key=lambda text: (-len(re.sub(r"\{\w+\}", "", text)), text)):
         parts = re.split(r"\{(\w+)\}", message)
         regex = "".join(re.escape(part) if index % 2 == 0 else f"(?P<{part}>.+?)" for index, part in enumerate(parts))
         with contextlib.suppress(re.error):  # a field named twice: not a sentence the runner writes

@@ -19,6 +19,7 @@ ESTIMATE = Text("weights (every parameter at its precision) + gradients (one per
                 "(AdamW: two moments per trainable parameter; SGD without momentum: none); activations, buffers and the "
                 "allocator's reserve are not estimated: they depend on the microbatch and the lengths, see the measured "
                 "peaks")
+SHA256_OF = Text("the sha256sum lines of its files (hash, two spaces, name), sorted by name")
 BASELINE = Text("host memory of the process before the model loaded (the interpreter, torch and the data)")
 
 
@@ -55,7 +56,7 @@ def export(model, tokenizer, place, method: str) -> dict:
     return {"path": relative, "method": method, "what": EXPORTED[method], "files": listed,
             "bytes": sum(entry["bytes"] for entry in listed),
             "sha256": hashlib.sha256(lines.encode("utf-8")).hexdigest(),
-            "sha256_of": "the sha256sum lines of its files (hash, two spaces, name), sorted by name"}
+            "sha256_of": SHA256_OF}
 
 
 def counts(model) -> dict:
