@@ -62,9 +62,9 @@ def test_the_campaign_compares_equal_effective_batches_and_lora_and_says_what_wa
     assert settings["labels"] == ["fresh", "rotten"] and settings["updates"] == 20 and settings["train"]["entries"] == 336
     assert settings["subset"] == ["bert.encoder.layer.5", "bert.pooler", "classifier"]
     assert settings["lora"]["rank"] == 8 and settings["lora"]["target_modules"] == ["query", "value"]
-    assert protocol["repetitions"] == 2 and protocol["decision"]["corpora"] == 1
+    assert protocol["repetitions"] == 1 and protocol["decision"]["corpora"] == 1
     text = (tmp_path / "campaign.toml").read_text(encoding="utf-8")
-    assert "Cut to keep the first demo within minutes" in text and "2 repetitions instead of 5" in text
+    assert "Cut to keep the first demo within minutes" in text and "1 repetition instead of 5" in text
     assert "20 updates in the measured window" in text and "0.7343" in text
     draft = tomllib.loads(demo_adapt.adaptation_campaign_text(None, base))
     assert "thresholds" not in draft["protocol"]  # what the recipe is measured with: nothing to pass yet
