@@ -127,7 +127,7 @@ def trial_table(view: CampaignView):
     of_trial = {t["record_id"]: shared[id(summary)] for summary in view.variants for t in summary.trials}
     rules = {exclusion["record_id"]: exclusion["rule"] for exclusion in view.exclusions}
     # CUDA's initialisation of each run, counted once in each of its trials' one-time seconds (paid once per process).
-    initialised = {manifest["record_id"]: seconds for manifest in view.manifests
+    initialised = {manifest["record_id"]: seconds for manifest in (view.manifests if view.trials else ())
                    if (seconds := initialisation(manifest)["seconds"]) is not None}
     cells = np.empty((len(view.trials), len(OBJECT_COLUMNS)), dtype=object)
     windows, one_times = np.full(len(view.trials), np.nan), np.full(len(view.trials), np.nan)
