@@ -183,10 +183,11 @@ def test_the_failed_trial_names_its_phase_and_what_the_source_points_to(adapted)
 @pytest.mark.slow
 def test_the_sizing_page_labels_the_estimate_and_the_measured_peaks(adapted):
     _, result, site = adapted
-    for sizing in (page(site, "sizing.html"), page(site, "id", "sizing.html")):
+    for sizing, labels in ((page(site, "sizing.html"), ("Estimate", "Measured")),
+                           (page(site, "id", "sizing.html"), ("Estimasi", "Terukur"))):
         table = sizing.select_one("table.adaptation-memory")
         heads = [th.get_text() for th in table.thead.find_all("th")]
-        assert [head.split(":")[0] for head in heads[5:12]] == ["Estimate"] * 4 + ["Measured"] * 3
+        assert [head.split(":")[0] for head in heads[5:12]] == [labels[0]] * 4 + [labels[1]] * 3
         rows = {tr.th.get_text().split(" · ")[0]: [td.get_text(" ", strip=True) for td in tr.find_all("td")]
                 for tr in table.select("tbody tr")}
         assert set(rows) == {"mb8", "mb4x2", "lora-mb8"}

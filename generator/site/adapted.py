@@ -13,7 +13,7 @@ from __future__ import annotations
 from markupsafe import Markup, escape
 
 from iteralab.core import language
-from iteralab.core.language import Figure, Text
+from iteralab.core.language import Figure, Recorded, Text
 from iteralab.decision.kinds import MODEL
 from iteralab.decision.qualification import POINTS_TO
 from iteralab.site.generated import spread_cell
@@ -173,7 +173,8 @@ def trial_figures(trial: dict, trial_id: str, code: str) -> str:
     items = f'<dt>{word("effective_batch")}</dt><dd>{effective_batch(block.get("effective_batch"), code)}</dd>' + "".join(
         f"<dt>{word(name)}</dt><dd>{fmt(values.get(name), kind, NOT_RECORDED, code)}</dd>"
         for name, kind in COLUMNS.items() if name != "effective_batch" and name not in SPREADS)
-    items += f"<dt>{escape(Text('Losses over the measured window').say(code))}</dt><dd>{window or fmt(None, code=code)}</dd>"
+    losses = Text("Losses over the measured window")  # a message outside the f-string, where extraction finds it
+    items += f"<dt>{escape(losses.say(code))}</dt><dd>{window or fmt(None, code=code)}</dd>"
     estimate, measured = estimate_and_measured(adaptation.memory([trial]), code)
     definition = block.get("time_to_validated_model")
     heading = escape(Text("Adaptation: figures, memory and export").say(code))
@@ -191,8 +192,9 @@ def _box(part: Markup) -> str:
 def _formula(block: dict, code: str) -> str:
     formula = (((block.get("memory") or {}).get("estimate") or {}).get("formula"))
     baseline = (((block.get("memory") or {}).get("measured") or {}).get("host_baseline"))
-    said_parts = [escape(Text("Estimate: {formula}", formula=formula).say(code)) if formula else "",
-                  escape(Text("Baseline: {baseline}", baseline=baseline).say(code)) if baseline else ""]
+    # The record holds the runner's English sentences: each is said in the page's language where the catalog has it.
+    said_parts = [escape(Text("Estimate: {formula}", formula=Recorded(formula)).say(code)) if formula else "",
+                  escape(Text("Baseline: {baseline}", baseline=Recorded(baseline)).say(code)) if baseline else ""]
     return "".join(f"<p><small>{part}</small></p>\n" for part in said_parts if part)
 
 
@@ -204,11 +206,12 @@ def export_part(export: dict | None, trial_id: str, code: str) -> str:
     rows = "".join(f'<tr><th scope="row"><code>{escape(item["name"])}</code></th>{cell(item["bytes"], "bytes", None, code)}'
                    f'<td><code>{escape(item["sha256"])}</code></td></tr>' for item in export.get("files") or [])
     said_export = Text("Exported to {path} under the runs folder ({method}): {what}. {bytes} bytes in all; sha256 {sha}, of "
-                       "{of}.", path=export["path"], method=export.get("method") or "", what=export.get("what") or "",
-                       bytes=Figure(export["bytes"]), sha=export["sha256"], of=export.get("sha256_of") or "").say(code)
+                       "{of}.", path=export["path"], method=export.get("method") or "", what=Recorded(export.get("what") or ""),
+                       bytes=Figure(export["bytes"]), sha=export["sha256"], of=Recorded(export.get("sha256_of") or "")).say(code)
     caption = escape(Text("Files of the export of {trial}", trial=trial_id).say(code))
     heads = "".join(f'<th scope="col">{escape(head.say(code))}</th>' for head in (Text("File"), Text("Size"), Text("sha256")))
-    return (f'<h4 id="{trial_id}-export">{escape(Text("Export").say(code))}</h4>\n<p class="export">{escape(said_export)}</p>\n'
+    title = Text("Export")  # outside the f-string, where extraction finds it
+    return (f'<h4 id="{trial_id}-export">{escape(title.say(code))}</h4>\n<p class="export">{escape(said_export)}</p>\n'
             f'<div class="scroll" tabindex="0" role="region" aria-label="{caption}"><table><caption>{caption}</caption>'
             f"<thead><tr>{heads}</tr></thead>"
             f"<tbody>{rows}</tbody></table></div>\n")
