@@ -16,6 +16,7 @@ from iteralab.money.quantized import dynamic_int8_bytes
 from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, refuse_changed_protocol, rotation
 from iteralab.run.corpus import Corpus, load_corpus
 from iteralab.run.devices import apply_determinism, check_determinism, check_devices, determinism
+from iteralab.run.interference import Watch
 from iteralab.run.machine import code_version, machine_facts, model_files
 from iteralab.run.rental import check_machine, find_rental, rental_link
 from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
@@ -83,7 +84,7 @@ def _model_config(model_dir: Path) -> dict:
 
 
 def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str | None = None,
-            resume: bool = False, retry: bool = True) -> Prepared:
+            resume: bool = False, retry: bool = True, rerun_disturbed: bool = False) -> Prepared:
     """Validate the campaign, corpus, model folder, machine and existing records; plan the trials.
 
     RENTAL_ID ties the run to a recorded rental (refused on a machine without its card); RESUME finds the unfinished run
@@ -119,7 +120,8 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
                                        "corpus": {"fingerprint": corpus.fingerprint, "split": campaign.split}},
                              campaign=campaign.name, runs=runs_dir, source=campaign.source)  # before any timing (#35)
     existing = _campaign_records(runs_dir, campaign.name)
-    resumption = find_resumable(campaign, existing, fingerprint, environment, retry=retry) if resume else None
+    resumption = (find_resumable(campaign, existing, fingerprint, environment, retry=retry, rerun_disturbed=rerun_disturbed)
+                  if resume else None)
     if resumption is None:
         refuse_changed_protocol(campaign, existing, fingerprint)
     elif rental_id is not None and rental_id != (resumption.manifest.get("rental") or {}).get("rental_id"):
@@ -172,7 +174,7 @@ def _reference_from_records(prepared: Prepared, runs_dir: Path) -> dict | None:
 
 def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RUNS, quiet: bool = False,
                  progress=None, rental_id: str | None = None, resume: bool = False, retry: bool = True,
-                 warn=None, stages: bool = True) -> RunResult:
+                 warn=None, stages: bool = True, rerun_disturbed: bool = False) -> RunResult:
     """Run every planned trial of a campaign and append manifest and trial records.
 
     RENTAL_ID ties the new run to a recorded rental; RESUME continues the latest unfinished run instead of starting one,
@@ -181,7 +183,7 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
     WARN receives warnings (a clock outside the rental's period, a variant that failed a stage) as they arise.
     """
     runs_dir = Path(runs_dir)
-    prepared = prepare(campaign_file, runs_dir, rental_id=rental_id, resume=resume, retry=retry)
+    prepared = prepare(campaign_file, runs_dir, rental_id=rental_id, resume=resume, retry=retry, rerun_disturbed=rerun_disturbed)
     campaign = prepared.campaign
     _copy_corpus(prepared, runs_dir)
     state = prepared.resumption
@@ -272,6 +274,7 @@ class Outcome:
     id_check: dict | None = None
     quality: dict | None = None
     output_file: dict | None = None
+    watch: Watch | None = None  # what else used the machine during the measured window (#49)
 
 
 def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetition: int, sequence: int,
@@ -310,7 +313,8 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
         memory=gpu_memory_context(variant.device, clock.host_scope),
         predictions=got.output_file, id_check=got.id_check, quality=got.quality, corpus_accepted=bool(accepted),
         throughput_entries_per_s=_throughput(clock, got.outputs) if status == "ok" else None, **got.figures,
-        **({"retry_of": retry_of} if retry_of else {}))
+        **({"retry_of": retry_of} if retry_of else {}),
+        **({"interference": got.watch.record} if got.watch and got.watch.record else {}))
     trial["record_id"] = trial_id
     del got
     release(variant.device)
@@ -332,7 +336,8 @@ def _measure(prepared: Prepared, runs_dir: Path, variant, trial_id: str, clock: 
                         protocol["warmup"]["passes"])
     got.work.completed = 0
     progress.attach(got.work)
-    with clock.phase("measured_window"):
+    got.watch = Watch(variant.device, protocol)
+    with got.watch.window(), clock.phase("measured_window"):
         got.outputs = got.work.measured(runs_dir / prepared.corpus_copy)
     got.work.after_window(clock, got.outputs)  # phases of this kind outside the window (prefill, decode)
     got.figures = got.work.figures(clock, got.outputs)
