@@ -136,7 +136,10 @@ def parse_amd_smi(metric_text: str, process_text: str) -> dict:
     for entry in (_first(json.loads(process_text)).get("process_list") or []) if process_text else []:
         info = entry.get("process_info", entry) if isinstance(entry, dict) else {}
         if isinstance(info, dict) and _number(info.get("pid")) is not None:
-            processes.append({"pid": _number(info["pid"]), "used_memory_bytes": _number(info.get("mem_usage"))})
+            memory = info.get("mem_usage")
+            unit = memory.get("unit") if isinstance(memory, dict) else None
+            processes.append({"pid": _number(info["pid"]), "used_memory_bytes": _number(memory) * 1024**2
+                              if unit == "MB" and _number(memory) is not None else None})
     return {"source": "amd-smi", "reasons": reasons, "sm_clock_mhz": _number(clock.get("clk")),
             "max_sm_clock_mhz": _number(clock.get("max_clk")),
             "violation": {name: value for name, value in accumulated.items() if value is not None},

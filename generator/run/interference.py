@@ -21,7 +21,7 @@ from iteralab.run.disturbance import SOURCE_DECLARED, SOURCE_DEFAULT, judge, rul
 PROC = Path("/proc")
 CPUFREQ = Path("/sys/devices/system/cpu")
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-BUSIEST = 3  # other processes named per window, the busiest first
+BUSIEST = 8  # other processes named per window, the busiest first
 NO_PROC = Text("not read: this system has no readable /proc (Linux only)")
 
 
@@ -50,8 +50,8 @@ def _waited_ns() -> dict[str, int]:
     return waited
 
 
-def _processes() -> dict[int, tuple[str, int]]:
-    """Every other process's name and CPU ticks so far (utime + stime), from /proc/PID/stat."""
+def _processes() -> dict[int, tuple[str, int, int]]:
+    """Every other process's name, CPU ticks so far (utime + stime) and the CPU it last ran on, from /proc/PID/stat."""
     found, own = {}, os.getpid()
     with contextlib.suppress(OSError):
         for entry in PROC.iterdir():
@@ -59,7 +59,7 @@ def _processes() -> dict[int, tuple[str, int]]:
                 with contextlib.suppress(OSError, ValueError, IndexError):
                     text = (entry / "stat").read_text()
                     name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
-                    found[int(entry.name)] = (name, int(rest[11]) + int(rest[12]))
+                    found[int(entry.name)] = (name, int(rest[11]) + int(rest[12]), int(rest[36]))  # last CPU
     return found
 
 
@@ -113,15 +113,17 @@ def host_figures(start: dict, end: dict) -> dict:
     else:
         waited = sum(ns - start["waited"].get(tid, 0) for tid, ns in end["waited"].items()) / 1e9
         figures.update(waited_s=round(waited, 4), waited_share=round(waited / wall, 4))
-    figures["busiest_others"] = _busiest(start["processes"], end["processes"], wall)
+    figures["busiest_others"] = _busiest(start["processes"], end["processes"], wall, start["cores"])
     return figures
 
 
-def _busiest(before: dict, after: dict, wall: float) -> list[dict]:
-    """The other processes that used the most CPU during the window (on any core), each with its share of a core."""
-    used = [(ticks - before[pid][1], pid, name) for pid, (name, ticks) in after.items() if pid in before]
-    used = sorted((item for item in used if item[0] > 0), reverse=True)[:BUSIEST]
-    return [{"pid": pid, "name": name, "cpu_share": round(ticks / TICKS / wall, 3)} for ticks, pid, name in used] if wall > 0 else []
+def _busiest(before: dict, after: dict, wall: float, cores: set[int]) -> list[dict]:
+    """The other processes that used the most CPU during the window, those that last ran on CORES first (those that
+    shared the runner's cores), each with its share of a core."""
+    used = [(last in cores, ticks - before[pid][1], pid, name) for pid, (name, ticks, last) in after.items() if pid in before]
+    used = sorted((item for item in used if item[1] > 0), reverse=True)[:BUSIEST]
+    return [{"pid": pid, "name": name, "cpu_share": round(ticks / TICKS / wall, 3), "on_watched_cores": watched}
+            for watched, ticks, pid, name in used] if wall > 0 else []
 
 
 def threads() -> dict:
