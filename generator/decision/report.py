@@ -19,6 +19,7 @@ from iteralab.money.catalog import Catalog, load_catalog, money
 from iteralab.money.schedule import format_hours, package_plans, single_package
 from iteralab.store import expenses
 from iteralab.store.configuration import catalog_card
+from iteralab.store.disturbance import unstable_statements
 from iteralab.store.reading import load
 from iteralab.store.trials import trial_table
 from iteralab.store.views import CampaignView, VariantSummary, campaign_views
@@ -100,6 +101,7 @@ class Report:
     paid_for: dict = field(default_factory=dict)  # rental id -> labels of the configurations it validly paid for
     unlinked: tuple = ()  # rentals that paid for no configuration: counted in the campaign's spend only
     kinds: tuple = ()  # the kinds of work its manifests name (CampaignView.kinds): one, or several said as such
+    unstable: tuple = ()  # variants whose slowest repetition is far above their median, said in words (#49)
 
     def rental_story(self, rentals) -> dict:
         """Tell the one story of the money: all rentals, those paid for configurations, those linked to none."""
@@ -277,7 +279,8 @@ def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
     return Report(view.name, view.title, question, corpus_entries, catalog.version, rows, ranked, infeasible, to_measure,
                   problems, **answer(question, ranked, infeasible, rows, to_measure, corpus_entries),
                   exclusions=tuple(view.exclusion_table()), **_unequal(view, rows, ranked), paid_for=paid_for,
-                  unlinked=tuple(r for r in view.rentals if r["record_id"] not in paid_for), kinds=view.kinds)
+                  unlinked=tuple(r for r in view.rentals if r["record_id"] not in paid_for), kinds=view.kinds,
+                  unstable=tuple(unstable_statements(view)))
 
 
 def _sum(rentals) -> dict:

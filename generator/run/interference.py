@@ -153,3 +153,21 @@ class Watch:
             crossed = judge(host, gpu, self.rule)
             self.record = {"disturbed": bool(crossed), "crossed": crossed, "rule": self.rule, "rule_source": self.source,
                            "host": host, "gpu": gpu, "threads": threads()}
+
+
+def busy_warnings(devices=("cpu",)) -> list[str]:
+    """Say what already uses the machine before the first trial: a load average above the usable cores, other processes
+    on a GPU of DEVICES; each with what to do. Empty on a quiet machine."""
+    warnings, cores = [], len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    load = _load()
+    if load is not None and load[0] > cores:
+        warnings.append(Text("the machine is already busy: its load average is {load} for {cores} usable cores. Trials "
+                             "measured now may be marked disturbed; stop the other jobs (top shows them) or wait, and see "
+                             "the README on a quiet machine", load=load[0], cores=cores))
+    for device in sorted({device for device in devices if device.startswith("cuda")}):
+        gpu = gpu_watch.figures(*(2 * [gpu_watch.sample(device)]))
+        if gpu.get("other_processes"):
+            pids = ", ".join(str(process["pid"]) for process in gpu["other_processes"])
+            warnings.append(Text("{device} already runs other processes (pid {pids}): trials on it may be marked "
+                                 "disturbed; stop them or choose another GPU", device=device, pids=pids))
+    return warnings

@@ -16,7 +16,7 @@ from iteralab.money.quantized import dynamic_int8_bytes
 from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, refuse_changed_protocol, rotation
 from iteralab.run.corpus import Corpus, load_corpus
 from iteralab.run.devices import apply_determinism, check_determinism, check_devices, determinism
-from iteralab.run.interference import Watch
+from iteralab.run.interference import Watch, busy_warnings
 from iteralab.run.machine import code_version, machine_facts, model_files
 from iteralab.run.rental import check_machine, find_rental, rental_link
 from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
@@ -203,6 +203,10 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
     result = RunResult(manifest["run_id"], None, manifest)
     if prepared.rental is not None and not manifest["rental"]["within_period"]:
         _, warning = rental_link(prepared.rental, dt.datetime.fromisoformat(manifest["created_at"].replace("Z", "+00:00")))
+        result.warnings.append(warning)
+        if warn:
+            warn(warning)
+    for warning in busy_warnings([variant.device for variant in campaign.variants]):  # before the first trial (#49)
         result.warnings.append(warning)
         if warn:
             warn(warning)

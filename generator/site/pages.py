@@ -151,7 +151,7 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
         root="../../", page=f"{base}/index.html", view=view, compared=compared, constant=constant, separation=view.separation(), cost=view.cost(),
         charts=drawn, notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, trial_table_rows=trial_table_rows,
         sizing=sizing_rows([view]), report=report, generation=campaign_block(view), spread_cell=spread_cell, kv_cells=kv_cells,
-        kv_note=kv_note, **common))
+        kv_note=kv_note, unstable=report.unstable, **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
         root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decided,
         notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, tokens_of=tokens_of, **common))
