@@ -8,11 +8,12 @@ runs it as a real subprocess. NVML's answers are recorded as the values its call
 from __future__ import annotations
 
 import json
+import os
 import time
 
-from iteralab.run import gpu_watch
+from iteralab.run import doctor, gpu_watch
 from iteralab.run.disturbance import judge, rule_of
-from iteralab.run.interference import Watch
+from iteralab.run.interference import Watch, busy_warnings
 from iteralab.store import records
 from tests.test_doctor import FIXTURES, cat
 from tests.test_doctor import tools as tools  # the fixture that puts the fake tools on PATH
@@ -103,3 +104,19 @@ def test_a_quiet_amd_window_is_not_disturbed_and_a_missing_tool_is_a_reason(tool
     assert gpu["throttle_reasons"] is None and gpu["other_processes"] is None
     assert "nvidia-ml-py is not installed" in gpu["reason"] and "nvidia-smi is not installed" in gpu["reason"]
     assert watch.record["disturbed"] is False
+
+
+def test_doctor_and_run_warn_before_the_first_trial_when_the_machine_is_already_busy(tools, monkeypatch):
+    tools("nvidia-smi", {"*clocks_event_reasons*": cat("nvidia-smi-clocks-quiet.csv"),
+                         "*query-compute-apps*": cat("nvidia-smi-apps-other.csv")})
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(os, "getloadavg", lambda: (cores + 3.0, 1.0, 1.0))  # the machine's load, as the kernel says it
+    said = []
+    warnings = busy_warnings(["cpu", "cuda:0"], said.append)
+    assert said == warnings and len(warnings) == 2
+    assert warnings[0].startswith(f"the machine is already busy: its load average is {cores + 3.0} for {cores} usable")
+    assert warnings[1] == ("cuda:0 already runs other processes (pid 48213): trials on it may be marked disturbed; "
+                           "stop them or choose another GPU")
+    assert doctor.describe(doctor.diagnose()).count("Warning:     the machine is already busy") == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert busy_warnings(["cpu"]) == []

@@ -4,6 +4,8 @@ of a campaign file without [protocol.disturbance] is what it was."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -15,6 +17,7 @@ from iteralab.run.disturbance import DEFAULTS
 from iteralab.site.build import build_site
 from iteralab.store import reading, records
 from iteralab.store.disturbance import measured, unstable_statements
+from iteralab.store.trials import trial_table
 from iteralab.store.views import campaign_views
 from tests import factory
 
@@ -58,6 +61,8 @@ def test_a_record_without_interference_still_reads_and_counts_as_not_measured(tm
     assert [summary.ok for summary in view.variants] == [3, 3]  # nothing set aside
     assert not any(measured(t) for t in view.trials) and "interference" not in trials[("b1", 1)]
     assert unstable_statements(view) == []
+    table = trial_table(view)  # the raw table: not measured is an empty cell, never False
+    assert list(table["disturbed"]) == [None] * 6 and list(table["disturbance"]) == [None] * 6
 
 
 def test_a_disturbed_trial_is_set_aside_unless_the_protocol_uses_it_and_the_spread_is_said(tmp_path):
@@ -98,6 +103,10 @@ def test_decide_and_the_campaign_page_say_it_and_a_quiet_run_says_nothing(tmp_pa
         build_site(runs=tmp_path / name, out=tmp_path / f"site-{name}", quiet=True)
         page = (tmp_path / f"site-{name}" / "campaigns" / "camp" / "index.html").read_text(encoding="utf-8")
         assert ('class="unstable"' in page) is expected and ("the result may be unstable" in page) is expected
+    # The raw table keeps the disturbed row, marked, with what crossed the rule.
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "site-busy" / "campaigns" / "camp" / "trials.csv").read_text())))
+    assert len(rows) == 8 and [row["disturbed"] for row in rows].count("True") == 1
+    assert next(row for row in rows if row["disturbed"] == "True")["disturbance"].startswith("other processes used 0.80")
 
 
 def test_the_protocol_has_the_table_only_when_the_campaign_file_declares_it(tiny_campaign):

@@ -110,8 +110,7 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
         "rentals_linked_to_no_configuration": [
             {k: r[k] for k in ("record_id", "gpu", "lots", "days", "start", "total", "currency")} |
             {"receipt_sha256": r["receipt"]["sha256"] if r["receipt"] else None} for r in report.unlinked],
-        **({"unstable": list(report.unstable)} if report.unstable else {}),  # absent when stable: older digests hold
-        "problems": report.problems,
+        "problems": report.problems, **({"unstable": list(report.unstable)} if report.unstable else {}),  # #49
     }
 
 

@@ -155,9 +155,9 @@ class Watch:
                            "host": host, "gpu": gpu, "threads": threads()}
 
 
-def busy_warnings(devices=("cpu",)) -> list[str]:
+def busy_warnings(devices=("cpu",), warn=None) -> list[str]:
     """Say what already uses the machine before the first trial: a load average above the usable cores, other processes
-    on a GPU of DEVICES; each with what to do. Empty on a quiet machine."""
+    on a GPU of DEVICES; each with what to do, each given to WARN too. Empty on a quiet machine."""
     warnings, cores = [], len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     load = _load()
     if load is not None and load[0] > cores:
@@ -170,4 +170,6 @@ def busy_warnings(devices=("cpu",)) -> list[str]:
             pids = ", ".join(str(process["pid"]) for process in gpu["other_processes"])
             warnings.append(Text("{device} already runs other processes (pid {pids}): trials on it may be marked "
                                  "disturbed; stop them or choose another GPU", device=device, pids=pids))
+    for warning in warnings if warn else ():
+        warn(warning)
     return warnings

@@ -14,7 +14,6 @@ from iteralab.core.language import Figure, Joined, Text
 # The rule a protocol without [protocol.disturbance] runs under (the runner's defaults: iteralab.run.disturbance).
 DEFAULTS = {"other_cpu_share": 0.10, "throttling": True, "other_gpu_processes": True, "use_disturbed": False,
             "unstable_ratio": 1.5}
-NOT_MEASURED = Text("not measured: the trial was recorded before iteralab read what else used the machine")
 
 
 def rule_of(protocol: dict | None) -> dict:
@@ -29,6 +28,14 @@ def is_disturbed(trial: dict) -> bool:
 
 def measured(trial: dict) -> bool:
     return isinstance(trial.get("interference"), dict)
+
+
+def disturbance_cells(trial: dict) -> dict:
+    """The trial table's cells: disturbed (None where not measured) and what crossed the rule, in words."""
+    found = trial.get("interference")
+    if not isinstance(found, dict):
+        return {"disturbed": None, "disturbance": None}
+    return {"disturbed": found.get("disturbed"), "disturbance": "; ".join(c["text"] for c in found.get("crossed") or []) or None}
 
 
 def set_aside(trials, manifests: dict) -> dict[str, str]:

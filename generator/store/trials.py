@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from iteralab.store import generation
+from iteralab.store.disturbance import disturbance_cells
 from iteralab.store.views import CampaignView
 
 PHASES = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
@@ -16,7 +17,8 @@ CSV_COLUMNS = ["record_id", "run_id", "created_at", "configuration", "variant", 
                "sequence", "status", "failed_phase", "error", "entries_expected", "entries_completed", "measured_window_s",
                *[f"{phase}_s" for phase in PHASES if phase != "measured_window"],
                "throughput_entries_per_s", "ids_match", "accuracy", "macro_f1", "agreement", "corpus_accepted",
-               "predictions_sha256", "protocol_fingerprint", "excluded_by", "exclusion_rule", "retry_of"]
+               "predictions_sha256", "protocol_fingerprint", "excluded_by", "exclusion_rule", "retry_of",
+               "disturbed", "disturbance"]  # #49: empty for a trial recorded before interference was read
 COPIED = ("record_id", "run_id", "created_at", "variant", "series", "repetition", "sequence", "retry_of", "status", "failed_phase", "error",
           "entries_expected", "entries_completed", "throughput_entries_per_s", "corpus_accepted", "protocol_fingerprint")
 # trials.csv's columns after those, only in a campaign whose trials carry the generation object (a classification
@@ -80,6 +82,7 @@ def _row(trial: dict, configuration: tuple, exclusion: str | None, rule: str | N
         "predictions_sha256": (trial.get("predictions") or {}).get("sha256"),
         "accepted": bool(trial["corpus_accepted"]),
         "excluded_by": exclusion, "exclusion_rule": rule, **_generation_cells(trial, phases, overall),
+        **disturbance_cells(trial),
     }
     window = phases["measured_window"]["duration_ns"] / 1e9 if ok else float("nan")
     # A phase skipped on purpose (no compilation) has no duration: it adds nothing to a one-time cost.
