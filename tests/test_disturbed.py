@@ -29,10 +29,7 @@ from tests.tiny import corpus_rows, write_campaign, write_corpus
 BUSY = 4  # busy loops on the runner's core during the disturbed repetition
 THRESHOLD = 0.5
 REAL_TIME = os.sched_param(1)  # SCHED_RR priority of the runner and its competitors (root or CAP_SYS_NICE)
-RULE = f"""
-[protocol.disturbance]
-other_cpu_share = {THRESHOLD}
-"""
+RULE = f"other_cpu_share = {THRESHOLD}"  # the rest as the defaults: the decision does not use a disturbed trial
 # A loop ends on its own after a minute, should the test die before it stops them: a real-time loop never outlives it.
 LOOP = ("import sys, time\nend = time.monotonic() + 60\nsys.stdout.write('spinning\\n'); sys.stdout.flush()\n"
         "while time.monotonic() < end:\n    pass\n")
@@ -91,9 +88,7 @@ def one_core():
 def test_a_busy_loop_during_one_repetition_marks_that_trial_disturbed_and_rerun_completes_the_variant(
         tmp_path, tiny_model, one_core, cli):
     corpus = write_corpus(tmp_path / "corpus.jsonl", corpus_rows(160))
-    campaign = write_campaign(tmp_path, tiny_model, corpus, name="busy", repetitions=3, batch_sizes=(1,))
-    campaign.write_text(campaign.read_text(encoding="utf-8").replace("[protocol.warmup]", RULE + "\n[protocol.warmup]"),
-                        encoding="utf-8")
+    campaign = write_campaign(tmp_path, tiny_model, corpus, name="busy", repetitions=3, batch_sizes=(1,), disturbance=RULE)
     runs = tmp_path / "runs"
     competitor = Competitor(sequence=2, core=one_core)
     try:

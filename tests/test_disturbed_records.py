@@ -110,13 +110,10 @@ def test_decide_and_the_campaign_page_say_it_and_a_quiet_run_says_nothing(tmp_pa
 
 
 def test_the_protocol_has_the_table_only_when_the_campaign_file_declares_it(tiny_campaign):
-    plain = load_campaign(tiny_campaign())
+    plain = load_campaign(tiny_campaign(disturbance=None))
     assert "disturbance" not in plain.protocol
-    declared = tiny_campaign(name="declared")
-    declared.write_text(declared.read_text(encoding="utf-8") + "\n[protocol.disturbance]\nuse_disturbed = true\n",
-                        encoding="utf-8")
+    declared = tiny_campaign(name="declared", disturbance="use_disturbed = true")
     assert load_campaign(declared).protocol["disturbance"] == {**DEFAULTS, "use_disturbed": True}
-    wrong = tiny_campaign(name="wrong")
-    wrong.write_text(wrong.read_text(encoding="utf-8") + "\n[protocol.disturbance]\nother_cpu_shar = 0.2\n", encoding="utf-8")
+    wrong = tiny_campaign(name="wrong", disturbance="other_cpu_shar = 0.2")
     with pytest.raises(UserError, match=r"\[protocol.disturbance\] unknown key\(s\) other_cpu_shar"):
         load_campaign(wrong)
