@@ -53,8 +53,10 @@ def measure(campaign_file: Path, runs: Path, loops: int, variants: int) -> list[
             sequence = int(label.split("/")[0])
             if loops and variants < sequence <= 2 * variants and not self.running:
                 self.running = [subprocess.Popen([sys.executable, "-c", LOOP]) for _ in range(loops)]
-            elif sequence > 2 * variants:
+                print(f"  [{loops} busy loops started before trial {sequence}]", flush=True)
+            elif sequence > 2 * variants and self.running:
                 self.stop()
+                print(f"  [busy loops stopped before trial {sequence}]", flush=True)
 
         def stop(self):
             for process in self.running:
