@@ -95,7 +95,10 @@ def test_decide_and_the_campaign_page_say_it_and_a_quiet_run_says_nothing(tmp_pa
     assert code == 0 and "Unstable spread:" in out and ": the result may be unstable." in out
     code, out, _ = cli("decide", "camp", "--runs", tmp_path / "busy", "--json")
     assert "the result may be unstable" in json.loads(out)["unstable"][0]
-    assert len(decision_report(campaign="camp", runs=tmp_path / "busy").unstable) == 1  # the Python API
+    report = decision_report(campaign="camp", runs=tmp_path / "busy")
+    assert len(report.unstable) == 1  # the Python API
+    b1 = next(row for row in report.rows if row.summary.name == "b1")  # the disturbed 4.6 s is in no figure
+    assert b1.window_seconds == (1.0, 1.01, 1.02) and b1.statuses == {"ok": 3}
     code, out, _ = cli("decide", "camp", "--runs", tmp_path / "quiet")
     assert code == 0 and "Unstable spread" not in out
     assert "unstable" not in json.loads(cli("decide", "camp", "--runs", tmp_path / "quiet", "--json")[1])

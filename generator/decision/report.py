@@ -116,10 +116,11 @@ def _figures(table) -> dict:
     # rows of a campaign, a thousand times per build.
     counts: dict = {}
     windows: dict = {}
-    for key, status, excluded, window, once in zip(table["configuration_key"].tolist(), table["status"].tolist(),
-                                                   table["excluded_by"].tolist(), table["window_s"].tolist(),
-                                                   table["one_time_s"].tolist(), strict=True):
-        if excluded is not None and excluded == excluded:  # an excluded trial stays in the table and counts in no figure
+    for key, status, excluded, aside, window, once in zip(table["configuration_key"].tolist(), table["status"].tolist(),
+                                                          table["excluded_by"].tolist(), table["set_aside"].tolist(),
+                                                          table["window_s"].tolist(), table["one_time_s"].tolist(), strict=True):
+        # An excluded trial (or a disturbed one the protocol does not use, #49) stays in the table and counts in no figure.
+        if aside or (excluded is not None and excluded == excluded):
             continue
         statuses = counts.setdefault(key, {})
         statuses[status] = statuses.get(status, 0) + 1

@@ -27,7 +27,8 @@ GENERATION_COLUMNS = ["prefill_s", "decode_s", "output_tokens_per_s", "input_tok
                       "stopped_at_eos", "prefill_s_per_batch", "decode_s_per_new_token", "reference_match",
                       "kv_cache_estimate_bytes", "kv_cache_measured_bytes"]
 GENERATION_FIGURES = GENERATION_COLUMNS[2:9]
-OBJECT_COLUMNS = [*CSV_COLUMNS, *GENERATION_COLUMNS, "configuration_key", "accepted", "has_generation"]
+OBJECT_COLUMNS = [*CSV_COLUMNS, *GENERATION_COLUMNS, "configuration_key", "accepted", "has_generation",
+                  "set_aside"]  # in no figure: an exclusion names it, or it was disturbed and the protocol does not use it
 # then two float columns: window_s and one_time_s
 
 
@@ -55,11 +56,13 @@ def trial_table(view: CampaignView):
               for summary in view.variants}
     of_trial = {t["record_id"]: shared[id(summary)] for summary in view.variants for t in summary.trials}
     rules = {exclusion["record_id"]: exclusion["rule"] for exclusion in view.exclusions}
+    aside = frozenset().union(*(summary.excluded for summary in view.variants))
     cells = np.empty((len(view.trials), len(OBJECT_COLUMNS)), dtype=object)
     windows, one_times = np.full(len(view.trials), np.nan), np.full(len(view.trials), np.nan)
     for index, trial in enumerate(view.trials):
         exclusion = view.excluded.get(trial["record_id"])
-        cells[index], windows[index], one_times[index] = _row(trial, of_trial[trial["record_id"]], exclusion, rules.get(exclusion))
+        cells[index], windows[index], one_times[index] = _row(trial, of_trial[trial["record_id"]], exclusion, rules.get(exclusion),
+                                                              trial["record_id"] in aside)
     # One object block keeps each cell as the record holds it (an int stays an int beside an empty cell in the CSV);
     # built whole, it costs a tenth of a column-by-column frame, which matters at a thousand campaigns per build.
     table = pd.DataFrame(cells, columns=OBJECT_COLUMNS, copy=False)
@@ -67,7 +70,8 @@ def trial_table(view: CampaignView):
     return table
 
 
-def _row(trial: dict, configuration: tuple, exclusion: str | None, rule: str | None) -> tuple[tuple, float, float]:
+def _row(trial: dict, configuration: tuple, exclusion: str | None, rule: str | None,
+         aside: bool) -> tuple[tuple, float, float]:
     phases = trial["phases"]
     overall = (trial.get("quality") or {}).get("overall") or {}
     ok = trial["status"] == "ok"
@@ -82,7 +86,7 @@ def _row(trial: dict, configuration: tuple, exclusion: str | None, rule: str | N
         "predictions_sha256": (trial.get("predictions") or {}).get("sha256"),
         "accepted": bool(trial["corpus_accepted"]),
         "excluded_by": exclusion, "exclusion_rule": rule, **_generation_cells(trial, phases, overall),
-        **disturbance_cells(trial),
+        **disturbance_cells(trial), "set_aside": aside,
     }
     window = phases["measured_window"]["duration_ns"] / 1e9 if ok else float("nan")
     # A phase skipped on purpose (no compilation) has no duration: it adds nothing to a one-time cost.
