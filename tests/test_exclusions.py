@@ -62,7 +62,7 @@ def test_an_excluded_trial_stays_and_counts_in_no_figure(machines, cli, tmp_path
     campaign = tmp_path / "site" / "campaigns" / "merged"
     rows = (campaign / "trials.csv").read_text().split("\n")
     marked = [row for row in rows if fastest["record_id"] in row]
-    assert len(rows) == 17 and marked and marked[0].endswith(f",{exclusion['record_id']},{RULE},")  # then retry_of, empty
+    assert len(rows) == 17 and marked and marked[0].endswith(f",{exclusion['record_id']},{RULE},,,")  # then retry_of, disturbed, disturbance: empty
     page = BeautifulSoup((campaign / "index.html").read_text(), "html.parser")
     table = page.select_one("#exclusions table")
     assert RULE in table.caption.get_text()

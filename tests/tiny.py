@@ -85,13 +85,23 @@ passes = 1
 {variants}"""
 
 
+# The tests check what a run records and shows, on a machine the suite's other worker (and whatever else runs) shares:
+# a trial the machine disturbed still counts in their figures. The disturbance tests declare their own rule (#49).
+DISTURBANCE = "use_disturbed = true"
+
+
+def _disturbance(rule: str | None) -> str:
+    return f"\n[protocol.disturbance]\n{rule}\n" if rule is not None else ""
+
+
 def write_campaign(folder: Path, model: Path, corpus: Path, *, name="tiny", repetitions=2, batch_sizes=(1, 4, 8),
-                   accuracy=0.0, min_agreement=0.9, extra_variants="") -> Path:
+                   accuracy=0.0, min_agreement=0.9, extra_variants="", disturbance: str | None = DISTURBANCE) -> Path:
+    """DISTURBANCE: the body of [protocol.disturbance], or None to leave the table out (iteralab's defaults)."""
     variants = "".join(f'\n[[variants]]\nname = "b{size}"\nseries = "batch"\nbatch_size = {size}\n' for size in batch_sizes)
     path = folder / f"{name}.toml"
     path.write_text(CAMPAIGN.format(name=name, corpus=corpus.as_posix(), model=model.as_posix(), repetitions=repetitions,
-                                    accuracy=accuracy, min_agreement=min_agreement, variants=variants + extra_variants),
-                    encoding="utf-8")
+                                    accuracy=accuracy, min_agreement=min_agreement, variants=variants + extra_variants)
+                    + _disturbance(disturbance), encoding="utf-8")
     return path
 
 
@@ -160,7 +170,7 @@ def write_generation_campaign(folder: Path, model: Path, corpus: Path, *, name="
     path = folder / f"{name}.toml"
     path.write_text(GENERATION.format(name=name, corpus=corpus.as_posix(), model=model.as_posix(), repetitions=repetitions,
                                       max_new_tokens=max_new_tokens, min_agreement=min_agreement,
-                                      variants=variants + extra), encoding="utf-8")
+                                      variants=variants + extra) + _disturbance(DISTURBANCE), encoding="utf-8")
     return path
 
 
@@ -238,7 +248,7 @@ def write_adaptation_campaign(folder: Path, model: Path, *, name="tiny-adapt", r
     path = folder / f"{name}.toml"
     path.write_text(ADAPTATION.format(name=name, corpus=validation.name, train=train.name, model=model.as_posix(),
                                       repetitions=repetitions, updates=updates, accuracy=accuracy, adaptation=adaptation,
-                                      variants=variants), encoding="utf-8")
+                                      variants=variants) + _disturbance(DISTURBANCE), encoding="utf-8")
     return path
 
 

@@ -20,6 +20,7 @@ from iteralab.money.catalog import Catalog, load_catalog, money
 from iteralab.money.schedule import format_hours, package_plans, single_package
 from iteralab.store import adaptation, expenses
 from iteralab.store.configuration import catalog_card
+from iteralab.store.disturbance import unstable_statements
 from iteralab.store.reading import load
 from iteralab.store.trials import initialisation, trial_table
 from iteralab.store.views import CampaignView, VariantSummary, campaign_views
@@ -107,6 +108,7 @@ class Report:
     paid_for: dict = field(default_factory=dict)  # rental id -> labels of the configurations it validly paid for
     unlinked: tuple = ()  # rentals that paid for no configuration: counted in the campaign's spend only
     kinds: tuple = ()  # the kinds of work its manifests name (CampaignView.kinds): one, or several said as such
+    unstable: tuple = ()  # variants whose slowest repetition is far above their median, said in words (#49)
 
     def rental_story(self, rentals) -> dict:
         """Tell the one story of the money: all rentals, those paid for configurations, those linked to none."""
@@ -121,10 +123,11 @@ def _figures(table) -> dict:
     # rows of a campaign, a thousand times per build.
     counts: dict = {}
     windows: dict = {}
-    for key, status, excluded, window, once in zip(table["configuration_key"].tolist(), table["status"].tolist(),
-                                                   table["excluded_by"].tolist(), table["window_s"].tolist(),
-                                                   table["one_time_s"].tolist(), strict=True):
-        if excluded is not None and excluded == excluded:  # an excluded trial stays in the table and counts in no figure
+    for key, status, excluded, aside, window, once in zip(table["configuration_key"].tolist(), table["status"].tolist(),
+                                                          table["excluded_by"].tolist(), table["set_aside"].tolist(),
+                                                          table["window_s"].tolist(), table["one_time_s"].tolist(), strict=True):
+        # An excluded trial (or a disturbed one the protocol does not use, #49) stays in the table and counts in no figure.
+        if aside or (excluded is not None and excluded == excluded):
             continue
         statuses = counts.setdefault(key, {})
         statuses[status] = statuses.get(status, 0) + 1
@@ -286,7 +289,8 @@ def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
     return Report(view.name, view.title, question, corpus_entries, catalog.version, rows, ranked, infeasible, to_measure,
                   problems, **answer(question, ranked, infeasible, rows, to_measure, corpus_entries),
                   exclusions=tuple(view.exclusion_table()), **_unequal(view, rows, ranked), paid_for=paid_for,
-                  unlinked=tuple(r for r in view.rentals if r["record_id"] not in paid_for), kinds=view.kinds)
+                  unlinked=tuple(r for r in view.rentals if r["record_id"] not in paid_for), kinds=view.kinds,
+                  unstable=tuple(unstable_statements(view)))
 
 
 def _delivered(summary: VariantSummary, question: Question, corpora) -> dict:

@@ -120,7 +120,7 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
         "rentals_linked_to_no_configuration": [
             {k: r[k] for k in ("record_id", "gpu", "lots", "days", "start", "total", "currency")} |
             {"receipt_sha256": r["receipt"]["sha256"] if r["receipt"] else None} for r in report.unlinked],
-        "problems": report.problems,
+        "problems": report.problems, **({"unstable": list(report.unstable)} if report.unstable else {}),  # #49
     }
 
 
@@ -324,6 +324,8 @@ def describe_report(report: Report) -> str:
                              record=item["record_id"], labels="; ".join(item["without"])) for item in report.unequal]
         lines.append(f"  {say(report.unequal_note)}")
     lines += exclusions_text(report.exclusions)
+    if report.unstable:  # #49
+        lines += ["", _("Unstable spread:"), *(f"  - {say(statement)}" for statement in report.unstable)]
     if report.problems:
         lines += ["", _("Problems:"), *(f"  - {say(problem)}" for problem in report.problems)]
     return "\n".join(lines)

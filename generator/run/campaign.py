@@ -11,6 +11,7 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
+from iteralab.run.disturbance import read_rule
 from iteralab.run.question import decision_question
 from iteralab.run.tables import Invalid, Table
 from iteralab.run.workloads import PLANNED, WORKLOADS, classify
@@ -170,6 +171,9 @@ def _protocol(table: Table, variant_names: set[str] | None, workload) -> dict:
         "warmup": table.attempt(lambda: _warmup(table), {}),
         "measured_window": workload.MEASURED_WINDOW,
     }
+    if "disturbance" in table.data:  # left out when absent: campaigns written before it keep their fingerprint (#49)
+        protocol["disturbance"] = table.attempt(
+            lambda: read_rule(Table(table.get("disturbance", dict), "protocol.disturbance", table.source, table.errors)), {})
     if variant_names is not None and protocol["reference_variant"] not in variant_names:
         table.note("reference_variant", f"{protocol['reference_variant']!r} is not a declared variant")
     if protocol["min_agreement"] is not None and not 0 <= protocol["min_agreement"] <= 1:

@@ -14,6 +14,7 @@ from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.money import compatibility
 from iteralab.run.campaign import load_campaign
 from iteralab.run.devices import determinism_problem, device_findings
+from iteralab.run.interference import busy_warnings
 from iteralab.run.machine import machine_facts
 
 
@@ -35,6 +36,11 @@ def _warnings(environment: dict) -> list[str]:
         return [f"the driver ({environment.get('driver_source')}) lists {len(listed)} GPU(s) but torch {torch} sees none: "
                 "install the torch build for this machine's CUDA or ROCm before running"]
     return []
+
+
+def _devices(environment: dict) -> list[str]:
+    """The GPUs torch sees here, as devices: doctor warns when another process already runs on one (#49)."""
+    return [f"cuda:{gpu['index']}" for gpu in environment.get("gpus") or []]
 
 
 def _campaign(campaign_file: Path | str, cuda, environ) -> dict:
@@ -63,7 +69,7 @@ def diagnose(*, campaign_file: Path | str | None = None, runs_dir: Path | str = 
     return {"environment": environment, "compatibility": matrix.data(), "compatibility_said": str(matrix.said),
             "runs_dir": str(runs_dir), "free_disk_bytes": free,
             "free_disk_reason": free_reason, "cublas_workspace_config": (os.environ if environ is None else environ).get(
-                "CUBLAS_WORKSPACE_CONFIG"), "campaign": campaign, "warnings": _warnings(environment),
+                "CUBLAS_WORKSPACE_CONFIG"), "campaign": campaign, "warnings": _warnings(environment) + busy_warnings(_devices(environment)),
             "missing": missing, "ok": not missing}
 
 

@@ -8,6 +8,7 @@ from iteralab.core.errors import UserError
 from iteralab.core.language import Text
 from iteralab.store import records
 from iteralab.store.configuration import configuration_of
+from iteralab.store.disturbance import rerun_targets
 
 WARMUP_AGAIN = Text("applied again: every trial loads the model and runs the protocol's warm-up before its measured window, "
                     "so the first trial after the resumption is warmed up as the first trial of the run was")
@@ -39,7 +40,7 @@ class Resumption:
         return steps
 
 
-def _state(manifest: dict, existing: list[dict], retry: bool) -> Resumption:
+def _state(manifest: dict, existing: list[dict], retry: bool, rerun_disturbed: bool = False) -> Resumption:
     plan = [(step["sequence"], step["variant"], step["repetition"]) for step in manifest["plan"]]
     mine = [r for r in existing if r["run_id"] == manifest["run_id"]]
     trials = {r["record_id"]: r for r in mine if r["kind"] == "trial" and r["manifest_id"] == manifest["record_id"]}
@@ -55,11 +56,16 @@ def _state(manifest: dict, existing: list[dict], retry: bool) -> Resumption:
         if (record["kind"] == "start" or record["status"] == "interrupted") and trial_id not in superseded:
             interrupted[record["sequence"]] = trial_id
     finished = {t["sequence"] for t in trials.values() if t["status"] != "interrupted"}
+    if rerun_disturbed:  # the latest attempt of a repetition was disturbed: measured again, naming it (#49)
+        again = rerun_targets(manifest, trials.values(), superseded)
+        finished -= set(again)
+        interrupted.update(again)
     return Resumption(manifest, plan, finished, in_flight,
                       {sequence: trial for sequence, trial in interrupted.items() if sequence not in finished}, retry)
 
 
-def find_resumable(campaign, existing: list[dict], fingerprint: str, environment: dict, *, retry: bool = True) -> Resumption:
+def find_resumable(campaign, existing: list[dict], fingerprint: str, environment: dict, *, retry: bool = True,
+                   rerun_disturbed: bool = False) -> Resumption:
     """Return the latest unfinished run of CAMPAIGN, or refuse naming why it cannot be continued here.
 
     RETRY: an interrupted repetition is left to run again (False: only trials that never started are left).
@@ -67,12 +73,14 @@ def find_resumable(campaign, existing: list[dict], fingerprint: str, environment
     manifests = sorted((r for r in existing if r["kind"] == "manifest"), key=lambda m: (m["created_at"], m["record_id"]))
     if not manifests:
         raise UserError(f"campaign {campaign.name} has no run to resume: start it without --resume")
-    states = [_state(m, existing, retry) for m in manifests]
+    states = [_state(m, existing, retry, rerun_disturbed) for m in manifests]
     unfinished = [state for state in states if state.remaining or state.in_flight]
     if not unfinished:
         latest = states[-1]
         left = (f"; {len(latest.interrupted)} interrupted repetition(s) are left as they are with --no-retry: run "
                 "--resume without it to run them again") if latest.interrupted else ""
+        if rerun_disturbed:
+            left = f"; no repetition's latest trial was measured as disturbed{left}"
         raise UserError(f"nothing to resume: run {latest.manifest['run_id']} of campaign {campaign.name} is complete "
                         f"({len(latest.finished)} of {len(latest.plan)} planned trials recorded{left}), and so is every "
                         "earlier run; run it again without --resume to start a new run")

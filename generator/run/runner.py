@@ -22,6 +22,7 @@ from iteralab.run.devices import (
     determinism,
     initialise_devices,
 )
+from iteralab.run.interference import Watch, busy_warnings
 from iteralab.run.machine import code_version, machine_facts, model_files
 from iteralab.run.rental import check_machine, find_rental, rental_link
 from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
@@ -95,7 +96,7 @@ def _model_config(model_dir: Path) -> dict:
 
 
 def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str | None = None,
-            resume: bool = False, retry: bool = True) -> Prepared:
+            resume: bool = False, retry: bool = True, rerun_disturbed: bool = False) -> Prepared:
     """Validate the campaign, corpus, model folder, machine and existing records; plan the trials.
 
     RENTAL_ID ties the run to a recorded rental (refused on a machine without its card); RESUME finds the unfinished run
@@ -132,7 +133,8 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
                                        "corpus": {"fingerprint": corpus.fingerprint, "split": campaign.split}},
                              campaign=campaign.name, runs=runs_dir, source=campaign.source)  # before any timing (#35)
     existing = _campaign_records(runs_dir, campaign.name)
-    resumption = find_resumable(campaign, existing, fingerprint, environment, retry=retry) if resume else None
+    resumption = (find_resumable(campaign, existing, fingerprint, environment, retry=retry, rerun_disturbed=rerun_disturbed)
+                  if resume else None)
     if resumption is None:
         refuse_changed_protocol(campaign, existing, fingerprint)
     elif rental_id is not None and rental_id != (resumption.manifest.get("rental") or {}).get("rental_id"):
@@ -186,7 +188,7 @@ def _reference_from_records(prepared: Prepared, runs_dir: Path) -> dict | None:
 
 def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RUNS, quiet: bool = False,
                  progress=None, rental_id: str | None = None, resume: bool = False, retry: bool = True,
-                 warn=None, stages: bool = True) -> RunResult:
+                 warn=None, stages: bool = True, rerun_disturbed: bool = False) -> RunResult:
     """Run every planned trial of a campaign and append manifest and trial records.
 
     RENTAL_ID ties the new run to a recorded rental; RESUME continues the latest unfinished run instead of starting one,
@@ -195,7 +197,7 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
     WARN receives warnings (a clock outside the rental's period, a variant that failed a stage) as they arise.
     """
     runs_dir = Path(runs_dir)
-    prepared = prepare(campaign_file, runs_dir, rental_id=rental_id, resume=resume, retry=retry)
+    prepared = prepare(campaign_file, runs_dir, rental_id=rental_id, resume=resume, retry=retry, rerun_disturbed=rerun_disturbed)
     campaign = prepared.campaign
     _copy_corpus(prepared, runs_dir)
     state = prepared.resumption
@@ -218,6 +220,7 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
         result.warnings.append(warning)
         if warn:
             warn(warning)
+    result.warnings += busy_warnings([variant.device for variant in campaign.variants], warn)  # before any trial (#49)
     progress = progress or Progress(quiet=quiet)
     prepared.reference = _reference_from_records(prepared, runs_dir)
     steps = state.remaining if state else [(n, name, rep, None) for n, (name, rep) in enumerate(prepared.plan, start=1)]
@@ -291,6 +294,7 @@ class Outcome:
     id_check: dict | None = None
     quality: dict | None = None
     output_file: dict | None = None
+    watch: Watch | None = None  # what else used the machine during the measured window (#49)
 
 
 def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetition: int, sequence: int,
@@ -330,7 +334,8 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
         predictions=got.output_file, id_check=got.id_check, quality=got.quality, corpus_accepted=bool(accepted),
         throughput_entries_per_s=_throughput(clock, got.work.window_units(got.window)) if status == "ok" else None,
         **got.figures,
-        **({"retry_of": retry_of} if retry_of else {}))
+        **({"retry_of": retry_of} if retry_of else {}),
+        **({"interference": got.watch.record} if got.watch and got.watch.record else {}))
     trial["record_id"] = trial_id
     del got
     release(variant.device)
@@ -350,7 +355,8 @@ def _measure(prepared: Prepared, runs_dir: Path, variant, trial_id: str, clock: 
     got.work.before_window(clock, prepared, runs_dir)  # the warm-up, or an adaptation's first forward, backward, update
     got.work.completed = 0
     progress.attach(got.work)
-    with clock.phase("measured_window"):
+    got.watch = Watch(variant.device, protocol)
+    with got.watch.window(), clock.phase("measured_window"):
         got.window = got.work.measured(runs_dir / prepared.corpus_copy)
     # Phases of this kind outside the window: prefill and decode, or an adaptation's validation and export.
     got.outputs = got.work.after_window(clock, got.window, TrialPlace(runs_dir, campaign.name, trial_id))

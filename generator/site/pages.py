@@ -154,7 +154,7 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
         charts=drawn, notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, trial_table_rows=trial_table_rows,
         sizing=sizing, adapted=[row for row in sizing if row.get("adaptation")], report=report, generation=campaign_block(view), spread_cell=spread_cell, kv_cells=kv_cells,
         kv_note=kv_note, adaptation=adapted.campaign_block(view), adaptation_rows=adaptation_rows,
-        initialised=initialised_runs(view.manifests), **common))
+        initialised=initialised_runs(view.manifests), unstable=report.unstable, **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
         root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decided,
         notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, tokens_of=tokens_of,

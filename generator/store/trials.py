@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from iteralab.core.language import Text
 from iteralab.store import adaptation, generation
+from iteralab.store.disturbance import disturbance_cells
 from iteralab.store.views import CampaignView
 
 # What the source points to when a phase fails: where to look before renting a larger card.
@@ -42,7 +43,8 @@ CSV_COLUMNS = ["record_id", "run_id", "created_at", "configuration", "variant", 
                "sequence", "status", "failed_phase", "error", "entries_expected", "entries_completed", "measured_window_s",
                *[f"{phase}_s" for phase in PHASES if phase != "measured_window"],
                "throughput_entries_per_s", "ids_match", "accuracy", "macro_f1", "agreement", "corpus_accepted",
-               "predictions_sha256", "protocol_fingerprint", "excluded_by", "exclusion_rule", "retry_of"]
+               "predictions_sha256", "protocol_fingerprint", "excluded_by", "exclusion_rule", "retry_of",
+               "disturbed", "disturbance"]  # #49: empty for a trial recorded before interference was read
 COPIED = ("record_id", "run_id", "created_at", "variant", "series", "repetition", "sequence", "retry_of", "status", "failed_phase", "error",
           "entries_expected", "entries_completed", "throughput_entries_per_s", "corpus_accepted", "protocol_fingerprint")
 # trials.csv's columns after those, only in a campaign whose trials carry the generation object (a classification
@@ -59,8 +61,9 @@ ADAPTATION_COLUMNS = ["first_forward_s", "first_backward_s", "first_update_s", "
                       "memory_estimate_total_bytes", "gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes",
                       "host_peak_rss_bytes", "export_sha256", "export_bytes", "first_update_loss", "validation_loss"]
 ADAPTATION_FIGURES = ("updates", "updates_per_s", "train_examples_per_s", "train_tokens_per_s", "time_to_validated_model_s")
+# set_aside is in no figure: an exclusion names the trial, or it was disturbed and the protocol does not use it.
 OBJECT_COLUMNS = [*CSV_COLUMNS, *GENERATION_COLUMNS, *ADAPTATION_COLUMNS, "configuration_key", "accepted", "has_generation",
-                  "has_adaptation"]
+                  "has_adaptation", "set_aside"]
 # then two float columns, what the decision reads: window_s, the seconds of one useful unit (a corpus's measured window;
 # an adaptation's time to the validated model), and one_time_s, the one-time seconds that unit does not hold (for a
 # model: the environment check and the compilation, its time holding the load and the first steps), plus CUDA's
@@ -129,11 +132,13 @@ def trial_table(view: CampaignView):
     # CUDA's initialisation of each run, counted once in each of its trials' one-time seconds (paid once per process).
     initialised = {manifest["record_id"]: seconds for manifest in (view.manifests if view.trials else ())
                    if (seconds := initialisation(manifest)["seconds"]) is not None}
+    aside = frozenset().union(*(summary.excluded for summary in view.variants))
     cells = np.empty((len(view.trials), len(OBJECT_COLUMNS)), dtype=object)
     windows, one_times = np.full(len(view.trials), np.nan), np.full(len(view.trials), np.nan)
     for index, trial in enumerate(view.trials):
         exclusion = view.excluded.get(trial["record_id"])
-        cells[index], windows[index], one_times[index] = _row(trial, of_trial[trial["record_id"]], exclusion, rules.get(exclusion))
+        cells[index], windows[index], one_times[index] = _row(trial, of_trial[trial["record_id"]], exclusion, rules.get(exclusion),
+                                                              trial["record_id"] in aside)
         one_times[index] += initialised.get(trial.get("manifest_id"), 0.0)  # NaN (a failed trial) stays NaN
     # One object block keeps each cell as the record holds it (an int stays an int beside an empty cell in the CSV);
     # built whole, it costs a tenth of a column-by-column frame, which matters at a thousand campaigns per build.
@@ -142,7 +147,8 @@ def trial_table(view: CampaignView):
     return table
 
 
-def _row(trial: dict, configuration: tuple, exclusion: str | None, rule: str | None) -> tuple[tuple, float, float]:
+def _row(trial: dict, configuration: tuple, exclusion: str | None, rule: str | None,
+         aside: bool) -> tuple[tuple, float, float]:
     phases = trial["phases"]
     overall = (trial.get("quality") or {}).get("overall") or {}
     ok = trial["status"] == "ok"
@@ -159,6 +165,7 @@ def _row(trial: dict, configuration: tuple, exclusion: str | None, rule: str | N
         "accepted": bool(trial["corpus_accepted"]),
         "excluded_by": exclusion, "exclusion_rule": rule, **_generation_cells(trial, phases, overall),
         **_adaptation_cells(trial, phases),
+        **disturbance_cells(trial), "set_aside": aside,
     }
     window = (phases["measured_window"]["duration_ns"] / 1e9 if model is None else model) if ok else float("nan")
     # A phase skipped on purpose (no compilation) has no duration: it adds nothing to a one-time cost.

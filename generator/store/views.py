@@ -13,6 +13,7 @@ from iteralab.core.language import Joined, Recorded, Text
 from iteralab.money.catalog import cost_per_validated_corpus, money
 from iteralab.store import adaptation, expenses
 from iteralab.store.configuration import Configuration, configuration_of
+from iteralab.store.disturbance import set_aside
 from iteralab.store.reading import Loaded
 from iteralab.store.records import VOIDABLE
 from iteralab.store.separation import separate
@@ -28,9 +29,7 @@ def kind_of(manifest: dict) -> str:
 
 def window_figures(seconds) -> tuple[float | None, float | None, float | None]:
     """Return (min, median, max) of measured windows in seconds, or three Nones when there is none."""
-    if not seconds:
-        return None, None, None
-    return min(seconds), statistics.median(seconds), max(seconds)
+    return (min(seconds), statistics.median(seconds), max(seconds)) if seconds else (None, None, None)
 
 
 @dataclass(frozen=True)
@@ -335,7 +334,7 @@ def _view(name: str, mine: list[dict], problems: list[str], present: set[str] | 
     voids = tuple(w for w in corrections if "voided_id" in w)
     voided_ids = {v["voided_id"] for v in voids}
     excluded = _excluded(exclusions, withdrawals, {t["record_id"] for t in trials})
-    summaries = _summaries(trials, {m["record_id"]: m for m in manifests}, excluded)
+    summaries = _summaries(trials, by_id := {m["record_id"]: m for m in manifests}, {**set_aside(trials, by_id), **excluded})
 
     def counted(kind, key):
         return tuple(r for r in of_kind(kind, key) if r["record_id"] not in voided_ids)
