@@ -72,6 +72,8 @@ def check_loads(model_dir: Path, config: dict, auto_class, accepted: set[str], w
     logger = transformers.utils.logging.get_logger("transformers")
     kept, verbosity = _Kept(), transformers.logging.get_verbosity()
     logger.addHandler(kept)
+    # What loading says goes to the record, not to the console: a fine-tuning's new head would print its load report.
+    transformers.utils.logging.disable_default_handler()
     transformers.logging.set_verbosity_warning()
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -82,6 +84,7 @@ def check_loads(model_dir: Path, config: dict, auto_class, accepted: set[str], w
         raise UserError(f"cannot load {what} from {model_dir}: {str(error).splitlines()[0]}") from None
     finally:
         logger.removeHandler(kept)
+        transformers.utils.logging.enable_default_handler()
         transformers.logging.set_verbosity(verbosity)
     loading = {key: sorted(str(item) for item in info.get(key) or ()) for key in
                ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs")}
