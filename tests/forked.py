@@ -71,6 +71,9 @@ class Zygote:
             self.running.wait(60)
         self.process.stdin.close()
         self.process.wait(timeout=60)
+        # Unbuffered, its stdout is a raw FileIO: left open, its ResourceWarning surfaced when it was collected, in
+        # whatever test ran then, as a PytestUnraisableExceptionWarning failure.
+        self.process.stdout.close()
 
 
 class Forked:
