@@ -114,7 +114,8 @@ def load_campaign(path: Path | str) -> Campaign:
         # Part of the protocol, so of its fingerprint: the question cannot change after the times are seen. Left out
         # when absent, so campaigns written before [decision] existed keep their fingerprint.
         protocol["decision"] = top.attempt(
-            lambda: decision_question(Table(top.get("decision", dict), "decision", path, errors), kind))
+            lambda: decision_question(Table(top.get("decision", dict), "decision", path, errors),
+                                      workload.QUESTION_UNIT))
     top.finish(hints={key: hint for key, hint in KIND_HINTS.items() if key != "workload"})
     if len(errors) == 1:
         raise UserError(f"{path}: {errors[0]}")

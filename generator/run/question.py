@@ -11,13 +11,14 @@ from iteralab.run.tables import Table
 from iteralab.store.records import NAME_PATTERN
 
 
-def decision_question(table: Table, kind: str = "classify") -> dict:
+def decision_question(table: Table, unit: str = "corpora") -> dict:
     """Read the decision question: workload, access window (start/end in a zone, or hours), deadline, budget.
 
-    An adaptation's workload is a number of validated models (`models`, kept as `corpora`, the count of useful units).
+    UNIT is the key the kind of work counts its useful units by: corpora (or a stream of entries), or an adaptation's
+    models (kept as `corpora`, the count of useful units).
     """
-    if kind == "adapt":
-        corpora = table.get("models", int, default=None, minimum=1)
+    if unit != "corpora":
+        corpora = table.get(unit, int, default=None, minimum=1)
         for key in ("corpora", "entries"):
             if key in table.data:
                 table.used.add(key)

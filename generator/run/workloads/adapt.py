@@ -20,6 +20,7 @@ DESCRIPTION = "fine-tune a text classifier (all weights, a named subset or LoRA)
 MEASURED_WINDOW = Text("the protocol's optimizer updates: for each, its microbatches tokenized, moved to the device, "
                        "forward, loss and backward (gradients accumulated), then the optimizer and schedule step")
 THRESHOLD_METRICS = ("accuracy", "macro_f1")
+QUESTION_UNIT = "models"  # [decision] models = N: validated models, never corpora or entries
 PHASES = adapting.PHASES
 STAGE_PHASES = ("tokenize", "forward", "backward")
 COUNTED_PHASES = ("validation", "export", "evaluation", "writing_results")  # validation entries done by then

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from iteralab.run.trial import batches
 
+QUESTION_UNIT = "corpora"  # what [decision] counts for a kind that runs a model over corpora
+
 
 def read_variant(table) -> dict:
     """Read what a variant sets beyond the shared settings: nothing, for a kind that only runs a model."""

@@ -26,6 +26,7 @@ UNIT = "entries"  # what the measured window produces, counted by entries_comple
 COUNTED_PHASES = ("measured_window", "evaluation", "writing_results")  # a trial failing here did some entries
 read_variant, check_variants, inputs, manifest_fields, plan_lines = (
     batched.read_variant, batched.check_variants, batched.inputs, batched.manifest_fields, batched.plan_lines)
+QUESTION_UNIT = batched.QUESTION_UNIT
 
 
 def read_settings(top, base=None) -> dict:

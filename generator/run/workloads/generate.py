@@ -28,6 +28,7 @@ STAGE_PHASES = ("tokenize", "prefill", "decode")
 COUNTED_PHASES = ("measured_window", "prefill", "decode", "evaluation", "writing_results")
 read_variant, check_variants, inputs, manifest_fields, plan_lines = (
     batched.read_variant, batched.check_variants, batched.inputs, batched.manifest_fields, batched.plan_lines)
+QUESTION_UNIT = batched.QUESTION_UNIT
 STOP = Text("the end-of-sequence token, or max_new_tokens")
 evaluate_outputs, write_outputs, read_outputs = generated.evaluate_outputs, generated.write_outputs, generated.read_outputs
 
