@@ -319,3 +319,14 @@ def generation_campaign_text(training: dict) -> str:
         lines += ["", "[[variants]]", f'name = "{name}"', 'series = "batch"', f"batch_size = {batch}",
                   'precision = "fp32"', 'attention = "sdpa"', 'device = "cpu"']
     return "\n".join(lines) + "\n"
+
+
+def describe_generation(generation: dict, index: Path) -> list[str]:
+    """Say what the generation campaign gave: its trials, their match with the verdicts and where its page is."""
+    trials = generation["trials"]
+    ok = [t for t in trials if t["status"] == "ok"]
+    match = sorted(t["quality"]["overall"]["reference_match"] for t in ok if t["quality"]["overall"]["reference_match"] is not None)
+    quality = (f"its outputs match the reviews' verdicts {match[0]:.3f} to {match[-1]:.3f} (a one-block GPT-2 trained for "
+               "seconds: its quality is what it is)") if match else "no successful trial"
+    return [f"Generation: {GENERATE_CAMPAIGN} ({len(trials)} trials, {len(ok)} ok; {quality}); its page: "
+            f"{index.parent / 'campaigns' / GENERATE_CAMPAIGN / 'index.html'}"]

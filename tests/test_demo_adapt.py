@@ -60,7 +60,7 @@ def test_the_campaign_compares_equal_effective_batches_and_lora_and_says_what_wa
     assert protocol["thresholds"] == {"accuracy": 0.68} and protocol["reference_variant"] == "mb16"
     settings = protocol["adaptation"]
     assert settings["labels"] == ["fresh", "rotten"] and settings["updates"] == 20 and settings["train"]["entries"] == 336
-    assert settings["subset"] == ["bert.encoder.layer.5", "bert.pooler", "classifier"]
+    assert settings["subset"] == [f"bert.encoder.layer.{demo_adapt.ENCODER_LAYERS - 1}", "bert.pooler", "classifier"]
     assert settings["lora"]["rank"] == 8 and settings["lora"]["target_modules"] == ["query", "value"]
     assert protocol["repetitions"] == 1 and protocol["decision"]["corpora"] == 1
     text = (tmp_path / "campaign.toml").read_text(encoding="utf-8")
@@ -68,6 +68,25 @@ def test_the_campaign_compares_equal_effective_batches_and_lora_and_says_what_wa
     assert "20 updates in the measured window" in text and "0.7343" in text
     draft = tomllib.loads(demo_adapt.adaptation_campaign_text(None, base))
     assert "thresholds" not in draft["protocol"]  # what the recipe is measured with: nothing to pass yet
+
+
+def test_the_demo_encoder_is_the_packaged_encoders_first_layers_unchanged(reviews, tmp_path):
+    """The demo's smaller encoder (#42, #43: the first demo within 6 minutes): the packaged MiniLM's first layers, each
+    weight as packaged, loaded with nothing missing or new, with its tokenizer."""
+    import torch
+    from transformers import AutoModel
+
+    base, _, _ = reviews
+    demo_adapt.save_encoder(base, tmp_path / "encoder", layers=2)
+    small, info = AutoModel.from_pretrained(tmp_path / "encoder", local_files_only=True, output_loading_info=True)
+    assert not any(info[key] for key in ("missing_keys", "unexpected_keys", "mismatched_keys"))
+    full = AutoModel.from_pretrained(base, local_files_only=True)
+    assert len(small.encoder.layer) == small.config.num_hidden_layers == 2 < full.config.num_hidden_layers
+    packaged = full.state_dict()
+    kept = small.state_dict()
+    assert not any(".layer.2." in name for name in kept)
+    assert all(torch.equal(tensor, packaged[name]) for name, tensor in kept.items())
+    assert {"tokenizer.json", "vocab.txt"} <= {path.name for path in (tmp_path / "encoder").iterdir()}
 
 
 def test_the_threshold_follows_the_measured_figure_and_a_changed_recipe_is_measured_again(monkeypatch):
@@ -91,7 +110,8 @@ def test_the_demo_adaptation_runs_validates_against_its_measured_threshold_and_i
         monkeypatch.setitem(demo_adapt.RECIPE, key, value)
     monkeypatch.setattr(demo_adapt, "measure_apart", demo_adapt.measure_recipe)  # in this process: no second torch import
     write_jsonl(tuning, tmp_path / "tuning.jsonl")
-    campaign_file = demo_adapt.prepare_adaptation(workspace=tmp_path, model_dir=base)
+    demo_adapt.save_encoder(base, tmp_path / "encoder")
+    campaign_file = demo_adapt.prepare_adaptation(workspace=tmp_path, model_dir=tmp_path / "encoder")
     training = json.loads((campaign_file.parent / "training.json").read_text(encoding="utf-8"))
     assert training["train_entries"] == 32 and training["updates"] == 2 and training["heldout_entries"] == 32
     held_out = {e.id for e in load_corpus(campaign_file.parent / "heldout.jsonl").entries}
