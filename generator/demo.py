@@ -270,18 +270,16 @@ def prepare_workspace(*, log=None) -> Path:
     write_jsonl(tuning, building / "tuning.jsonl")
     write_jsonl(final, building / "final.jsonl")
     # The LM trains on one thread beside the classifier's fine-tuning: the first demo is shorter by most of its time.
-    # Then, on that thread still, the adaptation campaign's recipe is measured for its threshold, while the fine-tuning
-    # (the longer of the two) goes on. Both classifiers start from the same smaller encoder.
+    # Then the adaptation campaign's recipe, which starts from the fine-tuned classifier, is measured for its threshold.
     encoder, verbose = building / "encoder", log is not None
     demo_adapt.save_encoder(base, encoder)
     with ThreadPoolExecutor(1) as beside:
         language_model = beside.submit(demo_generate.build_generation, folder=building / demo_generate.folder_name(),
                                        tokenizer_dir=base, tuning=tuning, final=final, verbose=verbose)
-        adaptation = beside.submit(demo_adapt.build_adaptation, folder=building / demo_adapt.folder_name(),
-                                   model_dir=encoder, tuning=tuning, verbose=verbose)
         training = fine_tune_apart(encoder, tuning, building / "model", verbose)
+        demo_adapt.build_adaptation(folder=building / demo_adapt.folder_name(), model_dir=building / "model",
+                                    tuning=tuning, verbose=verbose)
         language_model.result()
-        adaptation.result()
     training.update(key_source=json.loads(key_source), final_fingerprint=load_corpus(building / "final.jsonl").fingerprint)
     (building / "training.json").write_text(json.dumps(training, indent=2, sort_keys=True), encoding="utf-8")
     (building / "campaign.toml").write_text(campaign_text(building, training), encoding="utf-8")
@@ -298,7 +296,7 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
     campaign_file = prepare_workspace(log=log)
     workspace = campaign_file.parent
     generation_file = demo_generate.prepare_generation(workspace=workspace, tokenizer_dir=locate_inputs()[0], log=log)
-    adaptation_file = demo_adapt.prepare_adaptation(workspace=workspace, model_dir=workspace / "encoder", log=log)
+    adaptation_file = demo_adapt.prepare_adaptation(workspace=workspace, model_dir=workspace / "model", log=log)
     seconds = {"preparation": time.perf_counter() - started}
     existing = load(runs_dir).of_campaign(CAMPAIGN, "trial") if (runs_dir / CAMPAIGN).is_dir() else []
     result = {"campaign_file": campaign_file, "skipped": bool(existing) and not again, "trials": existing,

@@ -1,12 +1,15 @@
-"""The demo's adaptation campaign (#43): the demo's encoder fine-tuned into a fresh or rotten classifier.
+"""The demo's adaptation campaign (#43): the demo's classifier trained further on reviews it never saw.
 
 Like any adaptation campaign: a fingerprinted training split, a validation split it never saw, three variants (microbatch
 16 × 1, 4 × 4 accumulated, and LoRA at 16), phases apart, the validated model exported and hashed. It is small on
 purpose, and says so in its campaign: the first demo must stay within minutes on two cores.
 
-The demo's classifier (the model the classification campaigns measure) is still fine-tuned once, untimed, by
-demo.fine_tune: its 75 updates of 32 reviews take about a minute, and the same run as a campaign of three variants and
-two repetitions would take six. This campaign measures the same kind of training over a few updates instead.
+The demo's classifier (the model the classification campaigns measure) is fine-tuned once, untimed, by demo.fine_tune:
+its 75 updates of 32 reviews take half a minute, and the same run as a campaign of three variants would take minutes.
+Starting from MiniLM itself instead, 20, 40 or 60 updates of 16 reviews (all weights or the top layer, learning rates
+3e-5 to 3e-3) left a classifier that gave every held-out review the same label (0.479 or 0.521, measured on the 2-core
+machine): a campaign of so few updates only measures something useful where a model already does the task. So this
+campaign adapts the demo's classifier on the next 336 tuning reviews, which its fine-tuning never used.
 """
 
 from __future__ import annotations
@@ -31,24 +34,25 @@ ADAPT_CAMPAIGN = "demo-rotten-tomatoes-adapt"
 ENCODER_LAYERS = 3
 # Everything that shapes the campaign and its threshold; changing it changes the folder's key, so it is measured again.
 RECIPE = {
-    "version": 2, "seed": SEED, "encoder_layers": ENCODER_LAYERS, "max_length": MAX_LENGTH,
+    "version": 3, "seed": SEED, "encoder_layers": ENCODER_LAYERS, "max_length": MAX_LENGTH,
     # One effective batch of 16 reviews per update; the window holds 20 updates after the first (which creates the
     # optimizer state): 336 training reviews, each seen once. Fewer updates than a real fine-tune (the demo's own takes
-    # 75 of 32), declared in the campaign, to keep the first demo within minutes.
-    "effective_batch": 16, "updates": 20, "learning_rate": 1e-3, "optimizer": "adamw", "schedule": "constant",
+    # 75 of 32), declared in the campaign, to keep the first demo within minutes. Measured once on the 2-core machine
+    # (192 held-out reviews, the top layer trained): 0.734 at 1e-3, 0.760 at 1e-4; all weights at 5e-5: 0.714.
+    "effective_batch": 16, "updates": 20, "learning_rate": 1e-4, "optimizer": "adamw", "schedule": "constant",
+    # The demo's classifier trained on the first 2,400 of the tuning reviews left after the held-out share, in the
+    # same seeded order (demo.RECIPE["train_entries"]); the training split is the reviews after those.
+    "classifier_train_entries": 2400,
     # One repetition: measured on the loaded shared machine, a trial's window took 7 to 166 s by the load of the hour;
     # two repetitions of three variants would take over a minute of a quiet machine's first demo.
     "repetitions": 1,
-    # The top layer, the pooler and the new head trained (the subset method), the rest as packaged. Measured on the
-    # shared 2-core machine (all six layers then) over the 192 held-out reviews after 7, 10, 14 and 20 updates: 0.521,
-    # 0.547, 0.568, 0.667; all weights at 5e-4 or 1e-3, and LoRA at either, still predicted one label for every review
-    # after 10 updates.
+    # The top layer, the pooler and the head trained (the subset method), the rest as the demo's fine-tuning left it.
     "method": "subset", "subset": [f"bert.encoder.layer.{ENCODER_LAYERS - 1}", "bert.pooler", "classifier"],
     # Drawn from the tuning reviews the demo's classifier held out (386): 128 validate the campaign's models, 192
     # others measure the recipe once to set the threshold; never the final corpus, never the training reviews.
     "validation_entries": 128, "heldout_entries": 192, "margin": 0.05,
     "lora": {"rank": 8, "alpha": 16, "target_modules": ["query", "value"], "modules_to_save": ["classifier"]},
-    # The threshold's measurement runs on one thread, beside the demo's other training on a first run.
+    # The threshold's measurement runs on one thread, beside the demo's causal LM's training on a first run.
     "threads": 1,
 }
 
@@ -86,7 +90,8 @@ def folder_name() -> str:
 def adaptation_splits(tuning: list[Entry]) -> tuple[list[Entry], list[Entry], list[Entry]]:
     """Return (train, validation, held out): disjoint draws from the tuning reviews, with the demo's seed."""
     heldout, rest = split_tuning(tuning)
-    train = rest[:(RECIPE["updates"] + 1) * RECIPE["effective_batch"]]
+    skip = RECIPE["classifier_train_entries"]
+    train = rest[skip:skip + (RECIPE["updates"] + 1) * RECIPE["effective_batch"]]
     validation = RECIPE["validation_entries"]
     return train, heldout[:validation], heldout[validation:validation + RECIPE["heldout_entries"]]
 
@@ -105,13 +110,14 @@ def adaptation_campaign_text(training: dict | None, model_dir: Path) -> str:
     lora = recipe["lora"]
     lines = [
         f'campaign = "{ADAPT_CAMPAIGN}"',
-        f'title = "Demo: fine-tune MiniLM ({ENCODER_LAYERS} of its 6 layers) into a fresh or rotten classifier (CPU; '
-        f'{recipe["updates"]} updates of {effective} reviews)"',
+        f'title = "Demo: adapt the fresh or rotten classifier to reviews it never saw (CPU; {recipe["updates"]} updates '
+        f'of {effective} reviews)"',
         "", "[workload]", 'kind = "adapt"',
         "", "# The validation split: tuning reviews the training split never holds.",
         "[corpus]", 'path = "validation.jsonl"', 'split = "final"',
-        "", f"# The packaged MiniLM-L6 encoder's first {ENCODER_LAYERS} layers, saved as BertModel: the fresh/rotten head is "
-            "new, trained by every variant.",
+        "", f"# The demo's classifier (MiniLM's first {ENCODER_LAYERS} layers, fine-tuned once on "
+            f"{recipe['classifier_train_entries']:,} tuning reviews), trained further",
+        "# on tuning reviews its fine-tuning never used.",
         "[model]", f"path = {json.dumps(Path(model_dir).as_posix())}",
         "", f"# Cut to keep the first demo within minutes, declared here: {recipe['updates']} updates in the measured "
             f"window (after the first)",
@@ -119,7 +125,7 @@ def adaptation_campaign_text(training: dict | None, model_dir: Path) -> str:
         f"{(recipe['updates'] + 1) * effective} training reviews, {recipe['repetitions']} repetition{'s' if recipe['repetitions'] != 1 else ''} instead of 5, "
         f"{recipe['validation_entries']} validation reviews.",
         "# The model is what so few updates give; its quality is stated, and the threshold is set from it. The",
-        "# full-weight variants train the top layer, the pooler and the new head (the subset method), the rest as packaged.",
+        "# full-weight variants train the top layer, the pooler and the head (the subset method), the rest as it was.",
         "[adaptation]", 'train = "train.jsonl"', f"labels = {json.dumps(list(LABELS))}",
         f'optimizer = "{recipe["optimizer"]}"', f"learning_rate = {recipe['learning_rate']}",
         f'schedule = "{recipe["schedule"]}"', f"updates = {recipe['updates']}", f"subset = {json.dumps(recipe['subset'])}",

@@ -48,6 +48,23 @@ def test_the_three_splits_are_disjoint_tuning_reviews_never_the_final_corpus(rev
     assert demo_adapt.adaptation_splits(list(reversed(tuning))) == (train, validation, heldout)  # drawn, not taken in order
 
 
+def test_the_campaign_adapts_the_demo_classifier_on_reviews_its_fine_tuning_never_used(reviews):
+    """The demo's classifier trained on the tuning reviews demo.fine_tune drew (same seed, same order); the adaptation
+    trains it further on others, and validates it on reviews neither training saw."""
+    import random
+
+    _, tuning, _ = reviews
+    shuffled = sorted(tuning, key=lambda e: e.id)
+    random.Random(demo.SEED).shuffle(shuffled)
+    cut = int(len(shuffled) * demo.RECIPE["heldout_share"])
+    classifier_heldout, classifier_train = shuffled[:cut], shuffled[cut:][:demo.RECIPE["train_entries"]]
+    assert demo_adapt.RECIPE["classifier_train_entries"] == demo.RECIPE["train_entries"] == len(classifier_train)
+    train, validation, heldout = demo_adapt.adaptation_splits(tuning)
+    seen = {e.id for e in classifier_train}
+    assert not {e.id for e in train} & seen and not {e.id for e in validation + heldout} & seen
+    assert {e.id for e in validation + heldout} <= {e.id for e in classifier_heldout}
+
+
 def test_the_campaign_compares_equal_effective_batches_and_lora_and_says_what_was_cut(reviews, tmp_path):
     base, tuning, _ = reviews
     campaign = _written(tmp_path, base, tuning, {"heldout_accuracy": 0.7343, "heldout_entries": 192})
