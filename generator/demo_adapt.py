@@ -34,7 +34,7 @@ ADAPT_CAMPAIGN = "demo-rotten-tomatoes-adapt"
 ENCODER_LAYERS = 3
 # Everything that shapes the campaign and its threshold; changing it changes the folder's key, so it is measured again.
 RECIPE = {
-    "version": 3, "seed": SEED, "encoder_layers": ENCODER_LAYERS, "max_length": MAX_LENGTH,
+    "version": 4, "seed": SEED, "encoder_layers": ENCODER_LAYERS, "max_length": MAX_LENGTH,
     # One effective batch of 16 reviews per update; the window holds 20 updates after the first (which creates the
     # optimizer state): 336 training reviews, each seen once. Fewer updates than a real fine-tune (the demo's own takes
     # 75 of 32), declared in the campaign, to keep the first demo within minutes. Measured once on the 2-core machine
@@ -48,9 +48,11 @@ RECIPE = {
     "repetitions": 1,
     # The top layer, the pooler and the head trained (the subset method), the rest as the demo's fine-tuning left it.
     "method": "subset", "subset": [f"bert.encoder.layer.{ENCODER_LAYERS - 1}", "bert.pooler", "classifier"],
-    # Drawn from the tuning reviews the demo's classifier held out (386): 128 validate the campaign's models, 192
-    # others measure the recipe once to set the threshold; never the final corpus, never the training reviews.
-    "validation_entries": 128, "heldout_entries": 192, "margin": 0.05,
+    # 256 tuning reviews after the training split validate the campaign's models (neither training saw them); the
+    # recipe is measured once, for the threshold, on the 386 the demo's classifier held out; never the final corpus.
+    # With 128 validation and 192 held-out reviews (version 3) the classifier, before any adaptation, scored 0.664 on
+    # the one and 0.760 on the other: small samples, a difference of two standard errors, larger than the margin.
+    "validation_entries": 256, "heldout_entries": 386, "margin": 0.05,
     "lora": {"rank": 8, "alpha": 16, "target_modules": ["query", "value"], "modules_to_save": ["classifier"]},
     # The threshold's measurement runs on one thread, beside the demo's causal LM's training on a first run.
     "threads": 1,
@@ -92,16 +94,26 @@ def adaptation_splits(tuning: list[Entry]) -> tuple[list[Entry], list[Entry], li
     heldout, rest = split_tuning(tuning)
     skip = RECIPE["classifier_train_entries"]
     train = rest[skip:skip + (RECIPE["updates"] + 1) * RECIPE["effective_batch"]]
-    validation = RECIPE["validation_entries"]
-    return train, heldout[:validation], heldout[validation:validation + RECIPE["heldout_entries"]]
+    validation = rest[skip + len(train):skip + len(train) + RECIPE["validation_entries"]]
+    return train, validation, heldout[:RECIPE["heldout_entries"]]
+
+
+def sampling_allowance(training: dict) -> float:
+    """Return two standard errors of an accuracy like the recipe's, measured on as many reviews as the validation has."""
+    accuracy = training["heldout_accuracy"]
+    return 2 * math.sqrt(accuracy * (1 - accuracy) / RECIPE["validation_entries"])
 
 
 def threshold(training: dict) -> float:
-    """Set the accuracy threshold a fixed margin under the recipe's held-out accuracy, rounded down to two places.
+    """Set the accuracy threshold the margin and the sampling allowance under the recipe's held-out accuracy, rounded
+    down to two places.
 
-    Rounded to 9 places first, so a float just under a two-place figure (0.61 - 0.05 = 0.5599999...) is not cut a
-    hundredth lower."""
-    return math.floor(round((training["heldout_accuracy"] - RECIPE["margin"]) * 100, 9)) / 100
+    The validation reviews are another sample than the held-out ones: on the demo's reviews the classifier, untouched,
+    scored 0.625 on 256 of them and 0.725 on the 386 held out, so a threshold without the allowance refused models for
+    the sample they were validated on. Rounded to 9 places first, so a float just under a two-place figure
+    (0.5599999...) is not cut a hundredth lower."""
+    lowered = training["heldout_accuracy"] - RECIPE["margin"] - sampling_allowance(training)
+    return math.floor(round(lowered * 100, 9)) / 100
 
 
 def adaptation_campaign_text(training: dict | None, model_dir: Path) -> str:
@@ -156,7 +168,9 @@ def _threshold_lines(training: dict | None) -> list[str]:
         return []
     return ["", f"# Set from the held-out accuracy of the reference variant's training ({training['heldout_accuracy']:.4f}, "
                 f"{training['heldout_entries']} tuning reviews",
-            f"# neither split holds) minus {RECIPE['margin']}, measured once before any timing.",
+            f"# neither split holds) minus {RECIPE['margin']} and minus {sampling_allowance(training):.4f}, two standard "
+            f"errors of such an accuracy over",
+            f"# {RECIPE['validation_entries']} validation reviews (another sample), measured once before any timing.",
             "[protocol.thresholds]", f"accuracy = {threshold(training)}"]
 
 
