@@ -270,15 +270,12 @@ def prepare_workspace(*, log=None) -> Path:
     write_jsonl(tuning, building / "tuning.jsonl")
     write_jsonl(final, building / "final.jsonl")
     # The LM trains on one thread beside the classifier's fine-tuning: the first demo is shorter by most of its time.
-    # Then the adaptation campaign's recipe, which starts from the fine-tuned classifier, is measured for its threshold.
     encoder, verbose = building / "encoder", log is not None
     demo_adapt.save_encoder(base, encoder)
     with ThreadPoolExecutor(1) as beside:
         language_model = beside.submit(demo_generate.build_generation, folder=building / demo_generate.folder_name(),
                                        tokenizer_dir=base, tuning=tuning, final=final, verbose=verbose)
         training = fine_tune_apart(encoder, tuning, building / "model", verbose)
-        demo_adapt.build_adaptation(folder=building / demo_adapt.folder_name(), model_dir=building / "model",
-                                    tuning=tuning, verbose=verbose)
         language_model.result()
     training.update(key_source=json.loads(key_source), final_fingerprint=load_corpus(building / "final.jsonl").fingerprint)
     (building / "training.json").write_text(json.dumps(training, indent=2, sort_keys=True), encoding="utf-8")
