@@ -6,7 +6,9 @@ from decimal import Decimal
 
 import pytest
 
+from iteralab.core.language import say
 from iteralab.store import reading, records
+from iteralab.store.configuration import setting_text
 from iteralab.store.views import campaign_views
 from tests import factory
 
@@ -36,10 +38,12 @@ def test_compared_and_constant_name_what_changed_across_variants_and_machines(tm
     assert compared == {"batch_size": ["1", "4"], "precision": ["bf16", "fp32"], "device": ["cpu", "cuda"],
                         "CPU": ["CPU A", "CPU B"], "GPUs": ["NVIDIA GeForce RTX 4090", "none"],
                         "torch": ["2.13.0", "2.13.0+cu128"]}
-    assert constant == {"quantization": ["none"], "compile": ["False"], "attention": ["sdpa"], "length_sorted": ["False"],
+    # A flag is said as on or off, never as Python's False (#45), and in the reader's language on the page.
+    assert constant == {"quantization": ["none"], "compile": ["off"], "attention": ["sdpa"], "length_sorted": ["off"],
                         "model revision": ["sha256:" + "d" * 64], "corpus fingerprint": ["sha256:" + "c" * 64],
                         "transformers": ["5.0"]}
     assert list(compared) == ["batch_size", "precision", "device", "CPU", "GPUs", "torch"]
+    assert say(constant["compile"][0], "id") == "mati" and say(setting_text(None), "id") != "None"
 
 
 def test_several_gpus_of_one_machine_are_listed_together(tmp_path):

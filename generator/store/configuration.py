@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from iteralab.core.language import Text
 from iteralab.money.catalog import Catalog, Gpu
 
 
@@ -58,6 +59,13 @@ class Configuration:
         """Name it for a reader: variant · hardware · torch (runtime and driver too when DETAILED)."""
         stack = self.software if detailed else f"torch {self.torch or 'version not read'}"
         return f"{self.variant} · {self.hardware} · {stack}"
+
+
+def setting_text(value) -> str:
+    """Say a variant setting as a reader reads it: a flag on or off, an unset one as not set, others as written."""
+    if isinstance(value, bool):
+        return Text("on") if value else Text("off")
+    return Text("not set") if value is None else str(value)
 
 
 def _runtime(environment: dict) -> str | None:

@@ -12,7 +12,7 @@ from iteralab.core.errors import CampaignFailed, within_campaign
 from iteralab.core.language import Joined, Recorded, Text
 from iteralab.money.catalog import cost_per_validated_corpus, money
 from iteralab.store import adaptation, expenses
-from iteralab.store.configuration import Configuration, configuration_of
+from iteralab.store.configuration import Configuration, configuration_of, setting_text
 from iteralab.store.disturbance import set_aside
 from iteralab.store.reading import Loaded
 from iteralab.store.records import VOIDABLE
@@ -226,7 +226,7 @@ class CampaignView:
         """Split variant settings into those that change across variants and those held constant."""
         compared, constant = {}, {}
         for key in CONFIG_FIELDS:
-            values = {str(v.config.get(key)) for v in self.variants}
+            values = {setting_text(v.config.get(key)) for v in self.variants}
             (compared if len(values) > 1 else constant)[key] = sorted(values)
         for label, pick in ((Text("model revision"), lambda m: m["model"]["revision"]),
                             (Text("corpus fingerprint"), lambda m: m["corpus"]["fingerprint"]),
