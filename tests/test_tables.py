@@ -248,3 +248,24 @@ def test_a_summary_is_labelled_by_its_name_until_told_otherwise_and_keeps_the_tr
     del bare["series"], bare["variant_config"]["series"]
     summaries = {s.name: s for s in _view(tmp_path / "more", manifest, own, bare).variants}
     assert (summaries["b2"].series, summaries["b3"].series) == ("sorted", "main")
+
+
+def test_trials_says_an_interrupted_window_was_interrupted_never_a_duration(tmp_path, cli):
+    """#45: `iteralab trials` printed an interrupted trial's partial window ("1.252 s") like a whole one."""
+    import json
+
+    manifest = factory.manifest()
+    whole = factory.trial(manifest, "b1", seconds=2.5)
+    stopped = factory.trial(manifest, "b1", seconds=1.252, status="interrupted", failed_phase="measured_window",
+                            repetition=2, sequence=2, accepted=False, entries_completed=40)
+    stopped["phases"]["measured_window"]["completed"] = False
+    for record in (manifest, whole, stopped):
+        records.append(tmp_path, record)
+    code, text, _ = cli("trials", manifest["campaign"], "--runs", tmp_path)
+    first, second = text.strip().split("\n")
+    assert code == 0 and first.endswith("  2.500 s") and "interrupted" not in first
+    assert second.endswith("  window interrupted after 1.252 s (part of the corpus)")
+    code, out, _ = cli("trials", manifest["campaign"], "--runs", tmp_path, "--json")
+    rows = json.loads(out)["trials"]
+    assert [row["measured_window_completed"] for row in rows] == [True, False]
+

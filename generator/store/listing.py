@@ -67,12 +67,15 @@ def trial_rows(view: CampaignView, *, accepted: bool = False, run_id: str | None
     for trial in view.trials:
         if (accepted and not trial["corpus_accepted"]) or (run_id is not None and trial["run_id"] != run_id):
             continue
-        window = (trial["phases"].get("measured_window") or {}).get("duration_ns")
+        measured = trial["phases"].get("measured_window") or {}
+        window = measured.get("duration_ns")
         rows.append({"trial_id": trial["record_id"], "run_id": trial["run_id"], "configuration": labels.get(trial["record_id"]),
                      "repetition": trial["repetition"], "status": trial["status"],
                      "corpus_accepted": trial["corpus_accepted"], "excluded_by": view.excluded.get(trial["record_id"]),
                      "retry_of": trial.get("retry_of"),
-                     "measured_window_s": None if window is None else window / 1e9, **_model(trial)})
+                     "measured_window_s": None if window is None else window / 1e9,
+                     "measured_window_completed": None if window is None else measured.get("completed", True),
+                     **_model(trial)})
     return rows
 
 
@@ -114,7 +117,10 @@ def describe_trials(view: CampaignView, rows: list[dict]) -> str:
             line += f"  excluded by {row['excluded_by']}"
         if row["retry_of"]:
             line += f"  runs again interrupted {row['retry_of']}"
-        if row["measured_window_s"] is not None:
+        if row["measured_window_s"] is not None and row.get("measured_window_completed") is False:
+            # A stopped window's time covers part of the corpus: never printed as if it were the trial's duration.
+            line += f"  window interrupted after {row['measured_window_s']:.3f} s (part of the corpus)"
+        elif row["measured_window_s"] is not None:
             line += f"  {row['measured_window_s']:.3f} s"
         if row.get("time_to_validated_model_s") is not None and row.get("export_sha256"):
             line += f"  model {row['export_sha256'][:12]}… in {row['time_to_validated_model_s']:.3f} s"
