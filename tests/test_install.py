@@ -55,7 +55,11 @@ def _fresh_venv(tmp_path: Path, wheel: Path) -> Path:
 def test_the_wheel_installs_and_builds_bundles_and_verifies_a_real_run_outside_the_source_tree(tmp_path, tiny_campaign, cli):
     wheel = _wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
-    assert {name.split("/")[0] for name in names} == {"iteralab", wheel.name.split("-py3")[0] + ".dist-info"}
+    dist_info = wheel.name.split("-py3")[0] + ".dist-info"
+    assert {name.split("/")[0] for name in names} == {"iteralab", dist_info}
+    # The licence that pyproject.toml declares ships in the wheel, and its metadata names it (#50).
+    assert zipfile.ZipFile(wheel).read(f"{dist_info}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
+    assert "License-Expression: MIT" in zipfile.ZipFile(wheel).read(f"{dist_info}/METADATA").decode("utf-8").splitlines()
     for shipped in ("iteralab/templates/base.html", "iteralab/templates/assets/style.css", "iteralab/data/catalog-2026-09-24.csv",
                     "iteralab/data/qualification/demo-rtx-4090.toml", "iteralab/store/schemas/trial.schema.json",
                     "iteralab/locale/id/LC_MESSAGES/iteralab.mo"):
