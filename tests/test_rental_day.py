@@ -84,6 +84,12 @@ def test_a_run_killed_at_several_points_resumes_with_every_planned_trial_exactly
     code, out, err = cli("run", campaign, "--runs", runs, "--quiet", "--resume")
     assert code == 0, err
     assert "Resumed run" in out and "recorded as interrupted" in out
+    # #45: the summary table shows the whole run, every repetition of both variants, not only the resumed part.
+    rows = {line.split()[0]: [int(n) for n in line.split()[-5:]] for line in out.split("\n")
+            if line.split() and line.split()[0] in ("b1", "b4")}
+    assert {name: ok for name, (_, ok, _, _, _) in rows.items()} == {"b1": 3, "b4": 3}
+    # The 6 ok trials and the 3 interrupted (each an attempt, a failure, and run again by a retry), over both variants.
+    assert [sum(column) for column in zip(*rows.values(), strict=True)][:4] == [9, 6, 3, 3]
     loaded = reading.load(runs)
     (manifest,) = loaded.of_kind("manifest")
     trials = loaded.of_kind("trial")

@@ -81,6 +81,7 @@ class RunResult:
     trials: list[dict] = field(default_factory=list)
     interrupted: bool = False
     resumed: dict | None = None  # the resumption record, when --resume continued the run
+    earlier: list[dict] = field(default_factory=list)  # a resumed run's trials recorded before this invocation
     warnings: list[str] = field(default_factory=list)
 
 
@@ -231,6 +232,7 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
                 for start in state.in_flight:
                     result.trials.append(interrupted_row(manifest, start, now))
                     result.records_file = signals.append(runs_dir, result.trials[-1])
+                result.earlier = [r for r in prepared.existing if r["kind"] == "trial" and r["manifest_id"] == manifest["record_id"]]
                 result.resumed = resumption_record(state, prepared.environment)
                 result.records_file = signals.append(runs_dir, result.resumed)
             else:

@@ -39,7 +39,7 @@ def describe_plan(prepared) -> str:
 
 def run_data(result) -> dict:
     """Return what a run wrote as plain data: run id, records file, the summary per variant, interrupted or not."""
-    return {"run_id": result.run_id, "records_file": str(result.records_file), "summary": summarize(result.trials),
+    return {"run_id": result.run_id, "records_file": str(result.records_file), "summary": summarize(result.earlier + result.trials),
             "interrupted": result.interrupted, "resumed": result.resumed, "warnings": result.warnings,
             "rental": (result.manifest or {}).get("rental")}
 
@@ -47,7 +47,8 @@ def run_data(result) -> dict:
 def describe_run(result) -> str:
     """Return the summary table, where the records are, and whether the run was interrupted."""
     campaign = (result.manifest or {}).get("campaign", "CAMPAIGN")
-    text = (format_summary(summarize(result.trials)) + f"\nRun id: {result.run_id} (for rental add --run)"
+    # After --resume, the whole run: the trials earlier invocations recorded with those of this one (#45).
+    text = (format_summary(summarize(result.earlier + result.trials)) + f"\nRun id: {result.run_id} (for rental add --run)"
             f"\nTrial ids: iteralab trials {campaign} --run {result.run_id} (for deliver and exclude)"
             f"\nRecords: {result.records_file}")
     if result.resumed:
