@@ -6,6 +6,7 @@ which trials count.
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from functools import cached_property
 from pathlib import Path
@@ -114,10 +115,12 @@ class Runs:
         return _typed(_frame(rows, RENTAL_COLUMNS))
 
     def decide(self, campaign: str, *, lang: str = language.DEFAULT) -> dict:
-        """Return CAMPAIGN's decision report as ``iteralab decide CAMPAIGN --json`` prints it (its --lang: LANG)."""
+        """Return CAMPAIGN's decision report, the data ``iteralab decide CAMPAIGN --json`` prints (its --lang: LANG)."""
         report = self._report(campaign)
         with language.speaking(_language(lang)):
-            return text.report_dict(report, said_in=lang)
+            data = text.report_dict(report, said_in=lang)
+        # As the CLI's JSON holds it (cli/options.emit): plain str for each sentence object, lists for tuples.
+        return json.loads(json.dumps(data, ensure_ascii=False))
 
     def chart(self, campaign: str, name: str, *, lang: str = language.DEFAULT):
         """Return the Altair chart NAME that the site draws for CAMPAIGN (it draws inline in Jupyter)."""
