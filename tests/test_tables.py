@@ -169,7 +169,7 @@ def test_separation_compares_every_pair_once_in_variant_order(tmp_path):
     written = [manifest]
     for variant, base in (("b1", 10.0), ("b4", 5.0), ("b8", 2.0)):
         written += [factory.trial(manifest, variant, seconds=base + n / 10, repetition=n, sequence=n, batch_size=int(variant[1:]))
-                    for n in range(1, 4)]
+                    for n in range(1, 6)]
     view = _view(tmp_path, *written)
     statements = view.separation()
     names = [tuple(label.split(" · ")[0] for label in s["pair"]) for s in statements]
@@ -187,7 +187,7 @@ def test_separation_says_separated_overlapping_or_spread_as_large_as_the_gap():
     """Regression for #13: the separation rule had no fixture of its own."""
     from iteralab.store.views import separate
 
-    fast, slow = _summary("fast", [1.0, 1.1, 1.2]), _summary("slow", [2.0, 2.1, 2.2])
+    fast, slow = _summary("fast", [1.0, 1.05, 1.1, 1.15, 1.2]), _summary("slow", [2.0, 2.05, 2.1, 2.15, 2.2])
     for statement in (separate(slow, fast), separate(fast, slow)):
         assert statement["separated"] is True
         assert statement["text"] == ("fast was faster than slow in every repetition: slowest 1.200 s against fastest "
@@ -206,7 +206,22 @@ def test_separation_says_separated_overlapping_or_spread_as_large_as_the_gap():
     touching = separate(_summary("g", [1.0, 1.0, 2.0]), _summary("h", [2.0, 3.0, 3.0]))
     assert touching["separated"] is False and touching["text"].endswith("and their ranges overlap.")
     # A gap just larger than the spread separates.
-    assert separate(_summary("i", [1.0, 1.1, 1.2]), _summary("j", [1.3, 1.4, 1.5]))["separated"] is True
+    assert separate(_summary("i", [1.0, 1.1, 1.1, 1.1, 1.2]), _summary("j", [1.3, 1.4, 1.4, 1.4, 1.5]))["separated"] is True
+
+
+def test_fewer_repetitions_than_the_protocols_five_never_separate():
+    """#45: compare said "faster in every repetition (2 % less time)" over two repetitions each, as over five."""
+    from iteralab.store.views import separate
+
+    short = separate(_summary("fast", [1.0, 1.1]), _summary("slow", [2.0, 2.1, 2.2, 2.3, 2.4]))
+    assert short["separated"] is None and short["text"] == (
+        "fast and slow: the series is too short to separate them, 2 successful repetitions for at least one of them "
+        "where the protocol asks for 5; their ranges do not overlap (medians 1.050 s for fast and 2.200 s for slow) but "
+        "so few repetitions cannot say it holds.")
+    assert separate(_summary("a", [1.0, 1.0, 1.1, 1.1]), _summary("b", [2.0] * 4))["separated"] is None
+    assert separate(_summary("a", [1.0, 1.0, 1.1, 1.1, 1.1]), _summary("b", [2.0] * 5))["separated"] is True
+    # Overlapping ranges are not separated whatever the count: the conservative answer needs no five.
+    assert separate(_summary("c", [1.0, 2.0]), _summary("d", [1.5, 2.5]))["separated"] is False
 
 
 @pytest.mark.parametrize(("first", "second"), [([1.0], [2.0, 2.1]), ([1.0, 1.1], [2.0]), ([], []), ([1.0], [2.0])])
@@ -216,7 +231,7 @@ def test_separation_needs_two_successful_trials_of_each(first, second):
     statement = separate(_summary("e", first), _summary("f", second))
     assert statement == {"pair": ("e", "f"), "separated": None,
                          "text": "e and f: cannot be compared, fewer than two successful trials for at least one of them."}
-    assert separate(_summary("e", [1.0, 1.1]), _summary("f", [2.0, 2.1]))["separated"] is True
+    assert separate(_summary("e", [1.0, 1.1] * 3), _summary("f", [2.0, 2.1] * 3))["separated"] is True
 
 
 def test_problems_go_to_the_campaign_folder_their_file_names_and_shared_ones_to_all():

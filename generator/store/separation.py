@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from iteralab.core.language import Figure, Joined, Text
 
+# The protocol's repetitions (SPEC: five complete trials per variant): fewer can show a gap, never establish one.
+SEPARATING_REPETITIONS = 5
+
 
 def separate(first, second) -> dict:
     """Compare two variants' raw durations: separated only when ranges do not overlap and spread < gap."""
@@ -28,6 +31,15 @@ def separate(first, second) -> dict:
                          Text("{first} and {second}: the series has not separated them. The spread of the repetitions "
                               "({spread} s) is comparable to the difference between medians ({gap} s).", **values))}
     fast, slow = (first, second) if first.median < second.median else (second, first)
+    shortest = min(len(first.seconds), len(second.seconds))
+    if shortest < SEPARATING_REPETITIONS:
+        return {"pair": (first.label, second.label), "separated": None,
+                "text": Text("{first} and {second}: the series is too short to separate them, {count} successful "
+                             "repetitions for at least one of them where the protocol asks for {needed}; their ranges do "
+                             "not overlap (medians {fast_median} s for {fast} and {slow_median} s for {slow}) but so few "
+                             "repetitions cannot say it holds.", count=shortest, needed=SEPARATING_REPETITIONS,
+                             fast=fast.label, slow=slow.label, fast_median=Figure(fast.median, 3, grouped=False),
+                             slow_median=Figure(slow.median, 3, grouped=False), **values)}
     return {"pair": (first.label, second.label), "separated": True,
             "text": Text("{fast} was faster than {slow} in every repetition: slowest {slowest} s against fastest {fastest} s; "
                          "medians {fast_median} s and {slow_median} s ({percent}% less time).", fast=fast.label, slow=slow.label,
