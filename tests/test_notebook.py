@@ -139,3 +139,20 @@ def test_the_script_prints_every_section_and_no_gpu_figure_on_a_cpu(tmp_path):
     assert "GPU cells empty: no CUDA device" in memory
     assert "Measured: empty: not measured on cpu" in out
     assert "Estimate: " in out and "196,608 bytes" in out  # 2 × 2 layers × 4 heads × 16 × 48 tokens × 4 sequences × 4
+
+
+def test_the_kv_estimate_is_the_size_of_the_cache_the_network_really_holds():
+    """The estimate the lab prints (size's formula) counts the bytes of the key and value tensors a forward pass over
+    prompt and new tokens keeps; on a CPU its measurement is empty with the reason, never 0."""
+    import torch
+
+    from iteralab import lab
+
+    model = lab.build_network()
+    kv = lab.kv_cache(model=model, device="cpu", batch_size=3, prompt_tokens=20, new_tokens=5)
+    ids = torch.zeros((3, 25), dtype=torch.long)
+    with torch.inference_mode():
+        output = model(input_ids=ids, use_cache=True)
+    cache = output.get("cache") or output.get("past_key_values")  # transformers 5 names it cache
+    assert kv["estimate_bytes"] == sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
+    assert kv["measured_bytes"] is None and "not measured on cpu" in kv["measured_reason"]
