@@ -58,9 +58,23 @@ def ok_trials(result, variant: str) -> list[dict]:
 
 
 def above_baseline(trials: list[dict], phase: str) -> int:
-    """The highest host peak of PHASE above each trial's baseline before the model loaded, from the records."""
-    return max(t["phases"][phase]["host_peak_rss_bytes"] - t["adaptation"]["memory"]["measured"]["host_baseline_bytes"]
+    """The highest host peak of PHASE above each trial's baseline before the model loaded, from the records (0 when
+    every peak stayed under it)."""
+    return max(max(0, t["phases"][phase]["host_peak_rss_bytes"] - t["adaptation"]["memory"]["measured"]["host_baseline_bytes"])
                for t in trials)
+
+
+def test_a_phase_whose_peak_stayed_under_the_baseline_is_at_0_above_it_as_in_the_trials_own_figure():
+    """The demo's first adaptation trial drew negative bars: its baseline held what the validation stages had used, and
+    later phases' peaks (reset per phase) fell under it; the trial's own figure already said 0."""
+    from iteralab.site.adapted import ABOVE, phase_rows
+
+    phases = {name: {"duration_ns": 1_000_000, "host_peak_rss_bytes": peak}
+              for name, peak in zip(PHASES, [900, 1_300, 800, 700, 950, 600, 500], strict=False)}
+    trial = {"status": "ok", "phases": phases, "adaptation": {"memory": {"measured": {"host_baseline_bytes": 1_000}}}}
+    above = {row["phase"]: row[ABOVE][0] for row in phase_rows([trial])}
+    assert above["first_forward"] == 300 and all(value >= 0 for value in above.values())
+    assert [name for name, value in above.items() if value == 0] == [name for name in PHASES if name != "first_forward"]
 
 
 def rows_of(table) -> dict[str, list]:

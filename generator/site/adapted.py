@@ -104,7 +104,8 @@ def phase_rows(trials) -> list[dict]:
         for key in adaptation.PEAKS:
             value = (peaks.get(name) or {}).get(key)
             row[key] = (value, None if value is not None else measured[key]["reason"] if key.startswith("gpu_") else reason)
-        above = [phase["host_peak_rss_bytes"] - base for trial, phase in phases
+        # Clamped at 0 as the trial's own figure is: a phase whose peak stayed under the baseline used nothing above it.
+        above = [max(0, phase["host_peak_rss_bytes"] - base) for trial, phase in phases
                  if phase.get("host_peak_rss_bytes") is not None and (base := _baseline(trial)) is not None]
         measured_here = any(phase.get("host_peak_rss_bytes") is not None for _, phase in phases)
         row[ABOVE] = (max(above), None) if above else (None, NO_BASELINE if measured_here else reason)
