@@ -62,7 +62,7 @@ def test_the_wheel_installs_and_builds_bundles_and_verifies_a_real_run_outside_t
     assert "License-Expression: MIT" in zipfile.ZipFile(wheel).read(f"{dist_info}/METADATA").decode("utf-8").splitlines()
     for shipped in ("iteralab/templates/base.html", "iteralab/templates/assets/style.css", "iteralab/data/catalog-2026-09-24.csv",
                     "iteralab/data/qualification/demo-rtx-4090.toml", "iteralab/store/schemas/trial.schema.json",
-                    "iteralab/locale/id/LC_MESSAGES/iteralab.mo"):
+                    "iteralab/locale/id/LC_MESSAGES/iteralab.mo", "iteralab/data/notebook/lab.ipynb"):
         assert shipped in names
     venv = _fresh_venv(tmp_path, wheel)
     work = tmp_path / "elsewhere"
@@ -87,6 +87,8 @@ def test_the_wheel_installs_and_builds_bundles_and_verifies_a_real_run_outside_t
     assert sorted(path.name for path in (work / "qualification").glob("*.toml")) == ["demo-rtx-4090.toml", "demo-rtx-6000-ada.toml"]
     assert "RTX 4090, 1 lot, 2 consecutive 3-day periods" in iteralab("qualify", "qualification", "--runs", "runs")
     assert "0 problems" in iteralab("check", "runs")
+    iteralab("notebook", "nb")  # the lab notebook, from the wheel's package data (#50)
+    assert (work / "nb" / "lab.ipynb").read_bytes() == (ROOT / "generator" / "data" / "notebook" / "lab.ipynb").read_bytes()
     assert "Site:" in iteralab("build", "--runs", "runs", "--out", "site", "--lang", "en", "--lang", "id")
     for page in ("index.html", "catalog.html", "campaigns/tiny/index.html", "campaigns/tiny/decision.html", "assets/style.css"):
         assert (work / "site" / page).is_file(), page
