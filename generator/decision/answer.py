@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from iteralab.core.language import Figure, Joined, Text
 from iteralab.decision.kinds import MODEL
-from iteralab.decision.plan import span, span_range
+from iteralab.decision.plan import decimal_hours, span, span_range
 from iteralab.decision.question import Question
 from iteralab.money.schedule import format_hours
 from iteralab.store.views import separate
@@ -33,7 +33,7 @@ def answer(question: Question, ranked: list, infeasible: list, rows: list, to_me
             corpus_entries: int | None) -> dict:
     """Return the plain-language answer, the index's one-line summary and the rows they name."""
     found = SimpleNamespace(cheapest=None, runner_up=None, gap_money=None, gap_hours=None, tie=None, fastest=None,
-                             summary_line="", next_step="", points=())
+                             summary_line="", next_step="", points=(), owned=next((row for row in ranked if row.owned), None))
     window = (Text("within the {hours} h access window", hours=Decimal(format_hours(question.window_hours)))
               if question.window_hours is not None else Text("(no access window stated)"))
     workload = question.workload(corpus_entries)
@@ -53,9 +53,10 @@ def answer(question: Question, ranked: list, infeasible: list, rows: list, to_me
             lines.append(_runner_up(found, best, others[0]))
     elif ranked:
         best = ranked[0]
-        lines.append(Text("{label} meets the quality thresholds and is projected at {span} for {workload} {window}, but its "
-                          "package spend is {reason}.", label=best.label, span=span_range(best.hours), workload=workload,
-                          window=window, reason=best.plan_reason))
+        if best is not found.owned:  # the configuration that needs no rental is said first (_without_rental), not here
+            lines.append(Text("{label} meets the quality thresholds and is projected at {span} for {workload} {window}, but "
+                              "its package spend is {reason}.", label=best.label, span=span_range(best.hours),
+                              workload=workload, window=window, reason=best.plan_reason))
         found.summary_line = Text("no priced configuration yet; {label} feasible ({reason})", label=best.label,
                                   reason=best.plan_reason)
     else:
@@ -80,7 +81,8 @@ def answer(question: Question, ranked: list, infeasible: list, rows: list, to_me
         lines.append(Text("The campaign file states no [decision] table, so this answer assumes one model and no window.")
                      if question.unit == MODEL else
                      Text("The campaign file states no [decision] table, so this answer assumes one corpus and no window."))
-    found.next_step = _next_step(found.cheapest, ranked, to_measure, question)
+    found.next_step = (_without_rental(found, question, infeasible, to_measure, workload, window, lines)
+                       or _next_step(found.cheapest, ranked, to_measure, question))
     # The page lists the other sentences under the first, and the cards to measure in a list of their own.
     found.points = tuple(line for line in lines if line is not measuring)
     return {"answer": Joined(" ", [found.next_step, *lines]), **vars(found)}
@@ -94,22 +96,83 @@ def _next_step(cheapest: object | None, ranked: list, to_measure: list[dict], qu
         return Text("Rent {lots} of {card}, {package}, for {total} {currency}, and run {variant} there.", lots=lots,
                     card=plan.card.name, package=plan.package, total=plan.total, currency=plan.currency,
                     variant=cheapest.summary.name)
-    priced = sorted((c for c in to_measure if c["plan"] is not None), key=lambda c: (c["plan"].total, c["card"].slug))
     why = (Text("no feasible configuration runs on a card the catalog prices") if ranked
            else Text("no configuration measured so far meets every condition"))
+    step = _measure_next(to_measure, question)
+    return Text("Nothing to rent yet: {why}. {step}", why=why, step=step) if step else Text("Nothing to rent yet: {why}.",
+                                                                                          why=why)
+
+
+def _measure_next(to_measure: list[dict], question: Question) -> str | None:
+    """Say which card to measure next and what measuring it costs; None where no card to measure is priced."""
+    priced = sorted((c for c in to_measure if c["plan"] is not None), key=lambda c: (c["plan"].total, c["card"].slug))
     if not priced:
-        return Text("Nothing to rent yet: {why}.", why=why)
+        return None
     card, plan, measuring = priced[0]["card"], priced[0]["plan"], priced[0].get("measuring")
     if measuring is None or question.window_hours is None:
-        return Text("Nothing to rent yet: {why}. Measure next on {card}, the cheapest card not measured for this window ({total} "
-                    "{currency} for one lot), then copy that machine's runs/ folder here and build again.", why=why,
-                    card=card.name, total=plan.total, currency=plan.price.currency)
+        return Text("Measure next on {card}, the cheapest card not measured for this window ({total} {currency} for one lot), "
+                    "then copy that machine's runs/ folder here and build again.", card=card.name, total=plan.total,
+                    currency=plan.price.currency)
     # Measuring takes minutes: its rental is the cheapest package, not the production window's (#37: 94.28 USD for 2 min).
-    return Text("Nothing to rent yet: {why}. Measure next on {card}, the cheapest card not measured for this window: measuring "
-                "takes one {days}-day package, {measure} {currency} for one lot ({total} {currency} would hold the whole {hours} h "
-                "window); then copy that machine's runs/ folder here and build again.", why=why, card=card.name,
-                days=measuring.days, measure=measuring.price_per_lot, currency=measuring.currency, total=plan.total,
+    return Text("Measure next on {card}, the cheapest card not measured for this window: measuring takes one {days}-day "
+                "package, {measure} {currency} for one lot ({total} {currency} would hold the whole {hours} h window); then "
+                "copy that machine's runs/ folder here and build again.", card=card.name, days=measuring.days,
+                measure=measuring.price_per_lot, currency=measuring.currency, total=plan.total,
                 hours=Decimal(format_hours(question.window_hours)))
+
+
+def _without_rental(found: SimpleNamespace, question: Question, infeasible: list, to_measure: list[dict], workload: str,
+                    window: str, lines: list) -> str | None:
+    """Say first that a feasible configuration meets the question without a rental, then what renting would add (#45).
+
+    Return None where none does: a rental, or measuring one, leads; a configuration that would need no rental but misses
+    only the deadline or the window is then said among the points, with what renting would add.
+    """
+    owned = found.owned
+    if owned is None:
+        missed = next(filter(None, (_misses(row, question) for row in infeasible if row.owned)), None)
+        if missed:
+            lines.insert(0, missed)
+        return None
+    found.summary_line = Text("no rental needed: {label} meets the question", label=owned.label)
+    if question.deadline_hours is None:
+        first = Text("{label} meets the question without a rental: it meets the quality thresholds and is projected at {span} "
+                     "for {workload} {window}.", label=owned.label, span=span_range(owned.hours), workload=workload,
+                     window=window)
+    else:
+        first = Text("{label} meets the question without a rental: it meets the quality thresholds and is projected at {span} "
+                     "for {workload} {window}, within the {deadline} h until the deadline.", label=owned.label,
+                     span=span_range(owned.hours), workload=workload, window=window,
+                     deadline=Decimal(format_hours(question.deadline_hours)))
+    rented, step = found.cheapest, _measure_next(to_measure, question)
+    if rented is not None:
+        then = Text("Renting adds nothing the question asks for; the cheapest feasible rental, {label}, plans {total} "
+                    "{currency} and is projected at up to {span}.", label=rented.label, total=rented.plan.total,
+                    currency=rented.plan.currency, span=span(rented.hours[2]))
+    elif step:
+        then = Text("Renting adds nothing the question asks for; a card is worth measuring only to compare. {step}", step=step)
+    else:
+        then = Text("Renting adds nothing the question asks for.")
+    return Joined(" ", [first, then])
+
+
+def _misses(row, question: Question) -> str | None:
+    """Say what renting would add to a configuration that needs no rental but misses only the deadline or the window."""
+    if row.hours is None:
+        return None
+    longest = decimal_hours(row.hours[2])
+    missed = sorted((limit, name) for limit, name in ((question.deadline_hours, "deadline"), (question.window_hours, "window"))
+                    if limit is not None and longest > limit)
+    if not missed or len(missed) != len(row.conditions):  # it fails something else too: renting would not be all it needs
+        return None
+    limit, name = missed[0]
+    if name == "deadline":
+        return Text("Without a rental, {label} meets the quality thresholds but misses the deadline (projected up to {span}, "
+                    "against {hours} h until the deadline): what renting would add is finishing before it, on a card fast "
+                    "enough.", label=row.label, span=span(row.hours[2]), hours=Decimal(format_hours(limit)))
+    return Text("Without a rental, {label} meets the quality thresholds but does not fit the access window (projected up to "
+                "{span}, against a {hours} h window): what renting would add is fitting the work in the window, on a card "
+                "fast enough.", label=row.label, span=span(row.hours[2]), hours=Decimal(format_hours(limit)))
 
 
 def _runner_up(found: SimpleNamespace, best, runner) -> str:

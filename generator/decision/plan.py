@@ -118,7 +118,8 @@ def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catal
             reason = Text("not in the catalog: {gpu}", gpu=configuration.gpu_name)
         else:
             reason = Text("no plan: {hardware}", hardware=configuration.hardware)
-        return dataclasses.replace(row, lots=1, hours=project(row, question, corpus_entries, 1), plan_reason=reason)
+        return dataclasses.replace(row, lots=1, hours=project(row, question, corpus_entries, 1), plan_reason=reason,
+                                   owned=True)
     if card.memory_per_card_gb is not None:
         row = dataclasses.replace(row, capacity_bytes=int(card.memory_per_card_gb * Decimal(10**9)))
     else:

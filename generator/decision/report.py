@@ -39,6 +39,7 @@ class Row:
     hours: tuple | None = None  # projected (min, median, max) processing hours for the workload on those lots
     plan: Plan | None = None
     plan_reason: str | None = None
+    owned: bool = False  # on hardware the catalog does not price (a CPU, an unlisted card): it runs without a rental
     capacity_bytes: int | None = None
     capacity_reason: str | None = None
     observed_spend: Decimal | None = None
@@ -100,6 +101,7 @@ class Report:
     gap_hours: float | None = None
     tie: str | None = None
     fastest: Row | None = None
+    owned: Row | None = None  # the feasible configuration that needs no rental, which the answer names first
     exclusions: tuple = ()  # the campaign's exclusions, each listed for every configuration (CampaignView.exclusion_table)
     unequal: tuple = ()  # expenses that apply to some configurations only (store.expenses.unequal)
     unequal_note: str | None = None  # how the ranking treats them, in words
