@@ -410,6 +410,34 @@ def test_a_missing_prediction_file_is_listed_and_restoring_it_rebuilds_the_campa
     assert "data/predictions/p.csv in the evidence bundle evidence-camp.zip" in section.get_text(" ", strip=True)
 
 
+def test_the_no_change_digest_reads_a_predictions_folder_by_its_times_and_sees_a_file_added_or_removed(tmp_path):
+    """#45: a no-change rebuild listed every prediction file (100,000 names, a fifth of a second); the folder's times
+    stand for its names now: a file added, removed or renamed changes them, as a changed name changed the listing."""
+    folder = tmp_path / "camp" / "predictions"
+    folder.mkdir(parents=True)
+    (folder / "a.csv").write_text("id,label\n", encoding="utf-8")
+    (tmp_path / "camp" / "deeper" / "predictions").mkdir(parents=True)
+    (tmp_path / "camp" / "deeper" / "predictions" / "x.csv").write_text("x\n", encoding="utf-8")
+    summary = [relative for relative, _ in output.list_files(tmp_path, summarised=True)]
+    assert summary == ["camp/deeper/predictions/x.csv", "camp/predictions/"]  # only a campaign's own folder is summarised
+
+    def digest() -> str:
+        return output.inputs_digest(output.list_files(tmp_path, summarised=True), tmp_path / "notes", tmp_path / "sheets", None)
+
+    first = digest()
+    (folder / "a.csv").write_text("id,label\ne1,pos\n", encoding="utf-8")  # rewritten in place: its name stands for it
+    assert digest() == first
+    # Each change below moves the folder's modification time from a set old value to now: seen whatever the clock's tick.
+    for change in (lambda: (folder / "b.csv").write_text("id,label\n", encoding="utf-8"), (folder / "b.csv").unlink,
+                   lambda: (folder / "a.csv").rename(folder / "c.csv")):
+        os.utime(folder, ns=(10**18, 10**18))
+        before = digest()
+        change()
+        assert digest() != before
+        os.utime(folder, ns=(10**18, 10**18))  # the same times again: only the change of ctime (never settable) differs
+        assert digest() != before
+
+
 def test_the_runs_listing_matches_the_loaders_and_survives_a_link_loop(tmp_path):
     """The no-change check lists runs/ as the record loader's rglob does: linked folders are not entered."""
     (tmp_path / "camp" / "records").mkdir(parents=True)

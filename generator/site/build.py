@@ -140,13 +140,21 @@ class _Inputs:
     """What every language's build reads alike: the runs folder's listing, and its record table once one needs it."""
 
     def __init__(self, runs: Path):
-        self.runs, self.files, self._table = runs, list_files(runs), None
+        # A no-change rebuild needs the summary alone; the predictions' names are listed when a build has work to do.
+        self.runs, self.summary, self._files, self._table = runs, list_files(runs, summarised=True), None, None
+
+    @property
+    def files(self) -> list:
+        """Return every file of the runs folder, predictions included, listed at the first call."""
+        if self._files is None:
+            self._files = list_files(self.runs)
+        return self._files
 
     def table(self):
         """Return the record table (columns only), loaded at the first call."""
         # The listing names the records files already: walking 100,000 prediction files again took half a second.
         if self._table is None:
-            self._table = load_table(self.runs, sorted(self.runs / relative for relative, _ in self.files
+            self._table = load_table(self.runs, sorted(self.runs / relative for relative, _ in self.summary
                                                        if relative.endswith(".jsonl") and is_records_file(relative)))
         return self._table
 
@@ -159,10 +167,9 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
     places = Places(out, runs, notes_folder(runs, notes), Path(catalog) if catalog else None, alternates, signer)
     sheets_dir = sheets_folder(runs, sheets)
     state = _read_state(out / STATE_FILE)
-    runs_files = inputs.files
     # The 404 page links from where the site is published: another --base-url is a change to build.
     signed = signer.fingerprint if signer else ""  # another signing key (or none) changes every bundle
-    digest = (f"{inputs_digest(runs_files, places.notes, sheets_dir, places.catalog, alternates)}|{base_path}|{signed}|{feed_base}"
+    digest = (f"{inputs_digest(inputs.summary, places.notes, sheets_dir, places.catalog, alternates)}|{base_path}|{signed}|{feed_base}"
               f"|{software()}")
     if state.get("inputs") == digest and (out / "index.html").is_file():
         return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "copied": 0, "processes": 1,
@@ -172,7 +179,7 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
     table = inputs.table()
     price_catalog = load_catalog(catalog)
     all_notes = load_notes(places.notes)
-    plan = _plan(table, runs_files, sheets_dir, price_catalog, all_notes, places.alternates, signed)
+    plan = _plan(table, inputs.files, sheets_dir, price_catalog, all_notes, places.alternates, signed)
     names, keys, problems = plan["names"], plan["keys"], plan["problems"]
     previous, summaries = state.get("campaigns", {}), state.get("summaries", {})
     state.setdefault("answers", {})
@@ -243,8 +250,9 @@ def _plan(table, runs_files: list, sheets_dir: Path, price_catalog, all_notes: l
 def _read_state(path: Path) -> dict:
     """Return what the last build recorded, or nothing when there is no readable state of this format."""
     try:
-        state = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        # orjson: a thousand campaigns' state is megabytes, read on every build, a no-change one included.
+        state = orjson.loads(path.read_bytes()) if path.is_file() else {}
+    except orjson.JSONDecodeError:  # bytes that are not UTF-8 JSON too
         return {}
     return state if isinstance(state, dict) and state.get("format") == incremental.STATE_FORMAT else {}
 
