@@ -46,14 +46,15 @@ def found(report) -> dict:
     return {"answer": report.answer, "next_step": report.next_step, "points": report.points,
             "summary_line": report.summary_line, "cheapest": label(report.cheapest), "runner_up": label(report.runner_up),
             "gap_money": report.gap_money, "gap_hours": None if report.gap_hours is None else f"{report.gap_hours:.4f}",
-            "tie": report.tie, "fastest": label(report.fastest)}
+            "tie": report.tie, "fastest": label(report.fastest), "owned": label(report.owned)}
 
 
 def whole(next_step, points, *, summary_line, measure=(B200, ADA), assumed=None, **named) -> dict:
     """The answer expected: the next step, then the points, then the cards to measure (apart from the points)."""
     to_measure = f"To measure: {', '.join(measure)}; {PRICE_NOTE}" if measure else None
     sentences = [next_step, *points, *([to_measure] if to_measure else []), *([assumed] if assumed else [])]
-    names = {"cheapest": None, "runner_up": None, "gap_money": None, "gap_hours": None, "tie": None, "fastest": None}
+    names = {"cheapest": None, "runner_up": None, "gap_money": None, "gap_hours": None, "tie": None, "fastest": None,
+             "owned": None}
     return {"answer": " ".join(sentences), "next_step": next_step, "points": (*points, *([assumed] if assumed else [])),
             "summary_line": summary_line, **names, **named}
 
@@ -122,7 +123,10 @@ def test_decide_json_of_a_three_lot_plan_says_three_lots_in_every_figure(tmp_pat
 def test_an_unpriced_runner_up_is_named_with_its_reason_and_can_be_the_fastest(tmp_path):
     runs = merged(tmp_path / "runs", ("run-4090", RTX_4090, {"b1": [30, 31, 32, 33, 34]}),
                   ("run-cpu", CPU, {"b1": [1, 1, 1, 1, 1]}), question=WIDE)
-    rent = f"Rent 1 lot of RTX 4090, {TWICE}, for 94.28 USD, and run b1 there."
+    # #45: the CPU meets the question without a rental, so it is said first; the rental only compares.
+    first = (f"{CPU1} meets the question without a rental: it meets the quality thresholds and is projected at 10.0 s to "
+             f"10.0 s for {TEN} within the 96 h access window. Renting adds nothing the question asks for; the cheapest "
+             f"feasible rental, {A1}, plans 94.28 USD and is projected at up to 5.7 min.")
     points = (f"Cheapest feasible configuration: {A1}. Planned 94.28 USD for 1 lot × 2 consecutive 3-day periods of RTX "
               "4090, bought explicitly (no automatic extension), at 47.14 USD per lot and period, catalog 2026-09-24, "
               f"143.91 h of the periods spare after the work; projected 5.0 min to 5.7 min for {TEN} within the 96 h access "
@@ -133,8 +137,8 @@ def test_an_unpriced_runner_up_is_named_with_its_reason_and_can_be_the_fastest(t
               f"Fastest feasible: {CPU1}, projected 10.0 s (median), not in the catalog: CPU.")
     # Median projections: 10 × 1 s + 2 ms on the CPU, 10 × 32 s + 2 ms on the RTX 4090: 310 s = 0.0861 h faster.
     assert found(report_of(runs)[0]) == whole(
-        rent, points, measure=(B200, ADA_TWICE), summary_line=f"{A1}: planned 94.28 USD, projected up to 5.7 min",
-        cheapest=A1, runner_up=CPU1, gap_hours="-0.0861", fastest=CPU1)
+        first, points, measure=(B200, ADA_TWICE), summary_line=f"no rental needed: {CPU1} meets the question",
+        cheapest=A1, runner_up=CPU1, gap_hours="-0.0861", fastest=CPU1, owned=CPU1)
 
 
 def test_a_runner_up_the_repetitions_separate_gives_both_medians_ungrouped(tmp_path):
@@ -153,15 +157,17 @@ def test_a_runner_up_the_repetitions_separate_gives_both_medians_ungrouped(tmp_p
 
 def test_with_nothing_priced_the_next_step_is_the_cheapest_card_to_measure_and_its_measuring_package(tmp_path):
     runs = merged(tmp_path / "runs", ("run-cpu", CPU, {"b1": [5, 5, 5, 5, 5]}), question=WIDE)
-    step = ("Nothing to rent yet: no feasible configuration runs on a card the catalog prices. Measure next on RTX 4090, the "
-            "cheapest card not measured for this window: measuring takes one 3-day package, 47.14 USD for one lot (94.28 "
-            "USD would hold the whole 96 h window); then copy that machine's runs/ folder here and build again.")
-    points = (f"{CPU1} meets the quality thresholds and is projected at 50.0 s to 50.0 s for {TEN} within the 96 h access "
-              "window, but its package spend is not in the catalog: CPU.",)
+    # #45: the CPU meets the question without a rental, so it is said first; measuring a card then only compares.
+    step = (f"{CPU1} meets the question without a rental: it meets the quality thresholds and is projected at 50.0 s to "
+            f"50.0 s for {TEN} within the 96 h access window. Renting adds nothing the question asks for; a card is worth "
+            "measuring only to compare.")
+    points = ("Measure next on RTX 4090, the cheapest card not measured for this window: measuring takes one 3-day package, "
+              "47.14 USD for one lot (94.28 USD would hold the whole 96 h window); then copy that machine's runs/ folder here "
+              "and build again.",)
     rtx = f"RTX 4090 (94.28 USD for one lot in {TWICE} (one 7-day package: 110.00 USD, no second setup))"
     assert found(report_of(runs)[0]) == whole(
-        step, points, measure=(B200, rtx, ADA_TWICE),
-        summary_line=f"no priced configuration yet; {CPU1} feasible (not in the catalog: CPU)")
+        step, points, measure=(B200, rtx, ADA_TWICE), summary_line=f"no rental needed: {CPU1} meets the question",
+        owned=CPU1)
 
 
 def test_with_nothing_feasible_every_condition_failed_is_said_and_the_cheapest_card_is_next(tmp_path):
@@ -240,6 +246,6 @@ def test_the_answer_gives_every_key_even_those_it_leaves_empty(tmp_path):
     assert given == {"answer": report.answer, "cheapest": row, "runner_up": None, "gap_money": None, "gap_hours": None,
                      "tie": None, "fastest": None, "summary_line": f"{A1}: planned 47.14 USD, projected up to 5.7 min",
                      "next_step": "Rent 1 lot of RTX 4090, one 3-day package, for 47.14 USD, and run b1 there.",
-                     "points": report.points}
+                     "points": report.points, "owned": None}
     assert list(given) == ["answer", "cheapest", "runner_up", "gap_money", "gap_hours", "tie", "fastest", "summary_line",
-                           "next_step", "points"]
+                           "next_step", "points", "owned"]

@@ -190,7 +190,7 @@ def test_without_a_decision_table_the_report_says_which_question_is_missing(tmp_
     assert not report.question.declared
     assert "states no [decision] table" in report.answer
     assert report.ranked[0].plan_reason == "not in the catalog: CPU"
-    assert report.answer.startswith("Nothing to rent yet: no feasible configuration runs on a card the catalog prices.")
+    assert report.answer.startswith(f"{report.ranked[0].label} meets the question without a rental: ")  # #45
 
 
 def test_decide_cli_prints_the_table_and_json(merged, cli):
@@ -385,10 +385,11 @@ def test_the_answers_read_in_full(merged, tmp_path):
     question = {**QUESTION, "budget": None}
     write_machine(tmp_path / "a", "run-4090", RTX_4090, {"b1": [100, 102, 104, 106, 108]}, question=question)
     write_machine(tmp_path / "b", "run-ada", RTX_6000_ADA, {"b8": [25, 26, 27, 28, 29]}, question=question)
+    # A folder of its own: tmp_path/runs is the merged fixture's, whose CPU meets the question and is said first (#45).
     for part in ("a", "b"):
-        shutil.copytree(tmp_path / part, tmp_path / "runs", dirs_exist_ok=True)
+        shutil.copytree(tmp_path / part, tmp_path / "gpus", dirs_exist_ok=True)
     ada8 = "b8 · 1× NVIDIA RTX 6000 Ada Generation · torch 2.13.0+cu128"
-    assert report_of(tmp_path / "runs")[0].answer == RENT_4090.format(variant="b1") + (
+    assert report_of(tmp_path / "gpus")[0].answer == RENT_4090.format(variant="b1") + (
         f"Cheapest feasible configuration: {A1}. Planned 47.14 USD for {PACKAGE}, 71.7 h of the package spare after the "
         f"work; projected 16.7 min to 18.0 min for {TEN}. Runner-up: {ada8}, 8.57 USD more, 12.8 min faster (median "
         f"projection). Fastest feasible: {ada8}, projected 4.5 min (median), planned 55.71 USD. To measure: B200 "
@@ -405,14 +406,16 @@ def test_the_answers_read_in_full(merged, tmp_path):
     write_machine(tmp_path / "cpu", "run-cpu", CPU, {"b1": [5, 5, 5, 5, 5]}, question=None)
     cpu = report_of(tmp_path / "cpu")[0]
     cpu1 = "b1 · CPU Test CPU, 2 threads · torch 2.13.0"
+    # #45: a CPU that meets the question is said first, without a rental; measuring a card is then only to compare.
     assert cpu.answer == (
-        "Nothing to rent yet: no feasible configuration runs on a card the catalog prices. Measure next on RTX 4090, the "
-        "cheapest card not measured for this window (47.14 USD for one lot), then copy that machine's runs/ folder here "
-        f"and build again. {cpu1} meets the quality thresholds and is projected at 5.0 s to 5.0 s for 1 corpus like the campaign's (no access window stated), but its package spend "
-        "is not in the catalog: CPU. To measure: B200 (2,071.00 USD for one lot in one 7-day package), RTX 4090 (47.14 USD "
-        f"for one lot in one 3-day package), RTX 6000 Ada (55.71 USD for one lot in one 3-day package); {PRICE_NOTE} The campaign file states no [decision] table, so "
-        "this answer assumes one corpus and no window.")
-    assert cpu.summary_line == f"no priced configuration yet; {cpu1} feasible (not in the catalog: CPU)"
+        f"{cpu1} meets the question without a rental: it meets the quality thresholds and is projected at 5.0 s to 5.0 s "
+        "for 1 corpus like the campaign's (no access window stated). Renting adds nothing the question asks for; a card is "
+        "worth measuring only to compare. Measure next on RTX 4090, the cheapest card not measured for this window (47.14 "
+        "USD for one lot), then copy that machine's runs/ folder here and build again. To measure: B200 (2,071.00 USD for "
+        "one lot in one 7-day package), RTX 4090 (47.14 USD for one lot in one 3-day package), RTX 6000 Ada (55.71 USD for "
+        f"one lot in one 3-day package); {PRICE_NOTE} The campaign file states no [decision] table, so this answer assumes "
+        "one corpus and no window.")
+    assert cpu.summary_line == f"no rental needed: {cpu1} meets the question"
 
 
 def test_runner_up_pace_fastest_by_median_unpriced_fastest_and_cards_no_package_covers(tmp_path):

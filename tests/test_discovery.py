@@ -256,14 +256,17 @@ def test_the_decision_page_reads_as_a_decision(tmp_path, cli):
 
     site = _site(tmp_path, cli)
     page = BeautifulSoup((site / "campaigns" / CAMPAIGN / "decision.html").read_text(encoding="utf-8"), "html.parser")
-    assert page.select_one("#answer p").get_text().startswith(
-        "Answer. Nothing to rent yet: no feasible configuration runs on a card the catalog prices. Measure next on RTX 4090")
+    # #45: the fixture's CPU meets the question: said first, then that renting adds nothing it asks, then the card to measure
+    said = page.select_one("#answer p").get_text()
+    assert said.startswith("Answer. fp32-b8 · CPU AMD EPYC, 2 threads · torch 2.13.0+cpu meets the question without a rental: ")
+    assert said.endswith(" Renting adds nothing the question asks for; a card is worth measuring only to compare.")
     # Regression for #37: the answer was one 115-word paragraph; now a short answer, then a list: the other points, and
     # the cards to measure, one per item with its price.
     points = [item.get_text(" ", strip=True) for item in page.select("#answer ul.points > li")]
     cards = [item.get_text(" ", strip=True) for item in page.select("#answer ul.points > li > ul > li")]
     assert points and cards and all(":" in card and "USD" in card for card in cards)
     assert any(card.startswith("RTX 4090: 94.28 USD for one lot") for card in cards)
+    assert points[0].startswith("Measure next on RTX 4090, the cheapest card not measured for this window")
     assert len(page.select_one("#answer p").get_text().split()) < 70
     assert page.select_one("#feasible h2").get_text() == (
         "Feasible but not priced: they meet every condition on hardware the catalog does not price")

@@ -189,8 +189,11 @@ def test_decide_says_the_answer_in_indonesian_and_other_messages_stay_english(ru
     assert out.startswith("Decision report for camp (catalog ")
     code, out, _ = cli("decide", "camp", "--runs", runs, "--lang", "id", "--json")
     data = json.loads(out)
-    assert data["language"] == "id" and data["answer_said"].startswith("Belum ada yang perlu disewa")
-    assert data["answer"].startswith("Nothing to rent yet")  # the figures and their English stay as they are
+    # #45: the CPU that meets the question is said first, without a rental
+    assert data["language"] == "id" and data["answer_said"].startswith(
+        "b8 · CPU Test CPU · torch 2.13.0 memenuhi pertanyaan ini tanpa sewa: ")
+    assert data["answer"].startswith(  # the figures and their English stay as they are
+        "b8 · CPU Test CPU · torch 2.13.0 meets the question without a rental: ")
     code, _, err = cli("decide", "camp", "--runs", runs, "--lang", "fr")
     assert code == 2 and "'fr' is not one of 'en', 'id'" in err
 

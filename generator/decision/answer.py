@@ -149,8 +149,9 @@ def _without_rental(found: SimpleNamespace, question: Question, infeasible: list
         then = Text("Renting adds nothing the question asks for; the cheapest feasible rental, {label}, plans {total} "
                     "{currency} and is projected at up to {span}.", label=rented.label, total=rented.plan.total,
                     currency=rented.plan.currency, span=span(rented.hours[2]))
-    elif step:
-        then = Text("Renting adds nothing the question asks for; a card is worth measuring only to compare. {step}", step=step)
+    elif step:  # the answer's first lines stay short (#37): which card to measure heads the points
+        then = Text("Renting adds nothing the question asks for; a card is worth measuring only to compare.")
+        lines.insert(0, step)
     else:
         then = Text("Renting adds nothing the question asks for.")
     return Joined(" ", [first, then])
