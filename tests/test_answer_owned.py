@@ -37,6 +37,7 @@ def test_a_cpu_that_meets_the_question_is_said_first_then_that_renting_adds_noth
     code, out, _ = cli("decide", "merged", "--runs", runs, "--json", "--lang", "id")
     data = json.loads(out)
     assert data["answer"] == report.answer and data["answer_said"].startswith(FIRST_ID)
+    assert data["owned"] == report.owned.key == data["ranked"][0]["configuration"]  # the row it names, by its key
 
 
 def test_a_deadline_the_cpu_meets_is_said_with_it(tmp_path):

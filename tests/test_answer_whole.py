@@ -109,7 +109,7 @@ def test_decide_json_of_a_three_lot_plan_says_three_lots_in_every_figure(tmp_pat
         "answer": f"{rent} {cheapest} To measure: {B200}, {ADA}; {PRICE_NOTE}",
         "summary": f"{A1}: planned 141.42 USD, projected up to 10.02 h",
         "cheapest": key, "runner_up": None, "gap_money": None, "gap_hours": None, "tie": None, "fastest": None,
-        "ranked": [row], "infeasible": [],
+        "owned": None, "ranked": [row], "infeasible": [],
         "to_measure": [{"gpu": "b200", "gpu_name": "B200", "days": 7, "package": "one 7-day package",
                         "price_for_window": "2071.00", **card},
                        {"gpu": "rtx-6000-ada", "gpu_name": "RTX 6000 Ada", "days": 3, "package": "one 3-day package",
