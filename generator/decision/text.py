@@ -102,11 +102,10 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
         "answer": report.answer, "summary": report.summary_line,
         **({} if said_in == "en" else {"language": said_in, "answer_said": say(report.answer, said_in),
                                         "summary_said": say(report.summary_line, said_in)}),
-        "cheapest": report.cheapest.key if report.cheapest else None,
+        "cheapest": report.cheapest.key if report.cheapest else None, "owned": report.owned.key if report.owned else None,
         "runner_up": report.runner_up.key if report.runner_up else None,
         "gap_money": _text(report.gap_money), "gap_hours": None if report.gap_hours is None else f"{report.gap_hours:.4f}",
         "tie": report.tie, "fastest": report.fastest.key if report.fastest else None,
-        "owned": report.owned.key if report.owned else None,  # meets the question without a rental (#45)
         "ranked": [row_dict(row) for row in report.ranked],
         "infeasible": [row_dict(row) for row in report.infeasible],
         "to_measure": [{"gpu": c["card"].slug, "gpu_name": c["card"].name, **_package_dict(c["plan"]),
