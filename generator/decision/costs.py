@@ -11,7 +11,7 @@ from iteralab.core.errors import UserError
 from iteralab.decision.exclusions import campaign_view
 from iteralab.decision.rentals import campaign_records, kept_copy, receipt_holder
 from iteralab.money.catalog import money
-from iteralab.store import records
+from iteralab.store import names, records
 
 AMOUNT = re.compile(r"^\d{1,15}(\.\d{1,2})?$")
 CURRENCY = re.compile(r"^[A-Z]{3}$")
@@ -53,7 +53,7 @@ def add_expense(*, runs_dir: Path | str, campaign: str, amount: str, currency: s
     if bool(configurations) == bool(all_configurations):
         raise UserError("name the configurations the expense applies to (--configuration, repeat it) or give "
                         "--all-configurations, one of the two")
-    by_name = {name: summary for summary in view.variants for name in (summary.key, summary.label)}
+    by_name = names.by_name(view.variants)
     unknown = [name for name in configurations if name not in by_name]
     if unknown:
         known = "; ".join(summary.label for summary in view.variants)

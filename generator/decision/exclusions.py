@@ -7,7 +7,7 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.decision.rentals import kept_copy
-from iteralab.store import reading, records
+from iteralab.store import names, reading, records
 from iteralab.store.views import CampaignView, campaign_views
 
 MAX_TEXT = 2000
@@ -36,7 +36,7 @@ def _sentence(value: str, option: str) -> str:
 
 def _checked(view: CampaignView, checked: tuple | list, trial_ids: list[str]) -> list[str]:
     """Return the keys of the configurations checked against the rule: those named, or all; always the excluded trials' own."""
-    by_name = {name: summary.key for summary in view.variants for name in (summary.key, summary.label)}
+    by_name = {name: summary.key for name, summary in names.by_name(view.variants).items()}
     unknown = [name for name in checked if name not in by_name]
     if unknown:
         known = "; ".join(summary.label for summary in view.variants)

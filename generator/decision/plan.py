@@ -36,6 +36,8 @@ class Plan:
     spare_hours: Decimal
     periods: int = 1
     single: Plan | None = None  # when consecutive periods are cheaper: the cheapest single package that also covers
+    cards_used: int | None = None  # fewer cards than the measured machine had: the lots cover these only (#44)
+    machine_cards: int | None = None
 
     @property
     def package(self) -> str:
@@ -46,6 +48,14 @@ class Plan:
                     periods=self.periods, days=self.days)
 
     def describe(self) -> str:
+        """Say the plan in one sentence, and which cards it covers when the measurement used fewer than the machine had."""
+        if self.cards_used is None:
+            return self._describe()
+        return Text("{plan}; planned for the {used} card(s) the trials used, not the measured machine's {count}: a card "
+                    "that was not used is never counted as adding throughput", plan=self._describe(), used=self.cards_used,
+                    count=self.machine_cards)
+
+    def _describe(self) -> str:
         lots = Text("1 lot") if self.lots == 1 else Text("{count} lots", count=self.lots)
         spare = Decimal(format_hours(self.spare_hours))
         if self.periods == 1:
@@ -124,7 +134,8 @@ def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catal
         row = dataclasses.replace(row, capacity_bytes=int(card.memory_per_card_gb * Decimal(10**9)))
     else:
         row = dataclasses.replace(row, capacity_reason=Text("the catalog does not state {card}'s memory", card=card.name))
-    minimum = math.ceil(configuration.gpu_count / card.cards_per_lot)
+    # The cards the trials used, not the machine's: a card left idle measured nothing (a lot's price covers its cards).
+    minimum = math.ceil(configuration.cards / card.cards_per_lot)
     # More lots help only independent corpora, at most one corpus per lot (a stream's projection does not shrink with
     # lots, so the fewest that meet the limit are the minimum).
     candidates = range(minimum, max(minimum, min(question.corpora or 1, MAX_LOTS)) + 1)
@@ -141,10 +152,11 @@ def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catal
         return dataclasses.replace(row, plan_reason=Text("catalog {catalog} lists no package for {card}",
                                                                       catalog=catalog.version, card=card.name))
     best, single = plans[0], single_package(plans)
-    return dataclasses.replace(row, plan=_plan(card, best, hours, catalog,
-                                               _plan(card, single, hours, catalog) if best.explicit and single else None))
+    cards = (configuration.cards_used, configuration.gpu_count) if configuration.cards_used is not None else (None, None)
+    return dataclasses.replace(row, plan=_plan(card, best, hours, catalog, cards,
+                                               _plan(card, single, hours, catalog, cards) if best.explicit and single else None))
 
 
-def _plan(card: Gpu, chosen: PackagePlan, hours: tuple, catalog: Catalog, single: Plan | None = None) -> Plan:
+def _plan(card: Gpu, chosen: PackagePlan, hours: tuple, catalog: Catalog, cards: tuple, single: Plan | None = None) -> Plan:
     return Plan(card, chosen.price.days, chosen.lots, chosen.price.price_per_lot, chosen.total, chosen.price.currency,
-                catalog.version, chosen.hours, Decimal(chosen.hours) - decimal_hours(hours[2]), chosen.periods, single)
+                catalog.version, chosen.hours, Decimal(chosen.hours) - decimal_hours(hours[2]), chosen.periods, single, *cards)

@@ -16,7 +16,7 @@ from iteralab.money import compatibility
 from iteralab.money.catalog import Catalog, load_catalog, lots_price
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
 from iteralab.money.sizing import gib
-from iteralab.store import adaptation, generation, reading
+from iteralab.store import adaptation, generation, names, reading
 from iteralab.store.configuration import card_matches
 from iteralab.store.reading import Loaded
 from iteralab.store.trials import POINTS_TO
@@ -118,7 +118,7 @@ def _trials(views: dict, data: dict, catalog: Catalog, source: Path) -> tuple[li
     if not summaries:
         return [], None, None
     if data.get("configuration"):
-        chosen = [s for s in summaries if data["configuration"] in (s.key, s.label)]
+        chosen = [s for s in [names.by_name(summaries).get(data["configuration"])] if s]
         if not chosen:
             raise UserError(f"{source}: configuration {data['configuration']!r} is not one of {data['variant']}'s: "
                             + "; ".join(f"{s.label} (id {s.key})" for s in summaries))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from iteralab.core import processes
 from iteralab.core.language import Text
+from iteralab.decision import references
 from iteralab.money import compatibility
 from iteralab.money.schedule import rental_period
 from iteralab.store import reading
@@ -78,9 +79,13 @@ def check_folder(runs_dir: Path | str) -> reading.Loaded:
     # Views of every campaign allocate millions of objects beside the records, which die by reference count: the cyclic
     # collector only scanned the records again and again (at 204,000 records, a third of a check).
     with processes.collector_paused():
-        for view in campaign_views(loaded):
+        views = campaign_views(loaded)
+        for view in views:
             if view.failure is None:
                 loaded.problems.extend(f"campaign {view.name}: {problem}" for problem in check_rentals(view)[1])
+        # Information, not a problem: a sheet that names a configuration by its old name still finds it (#44).
+        loaded.notices = references.renamed_in_sheets(Path(runs_dir).parent / "qualification",
+                                                      [view for view in views if view.failure is None])
     # Each run's GPU combination against the compatibility matrices: information; an exclude is a warning, not a problem.
     loaded.compatibility = compatibility.run_verdicts(loaded.of_kind("manifest"))
     return loaded

@@ -236,7 +236,8 @@ def plan_dict(plan) -> dict | None:
     return {"gpu": plan.card.slug, "days": plan.days, "periods": plan.periods, "package": plan.package, "lots": plan.lots,
             "price_per_lot": str(plan.price_per_lot), "total": str(plan.total), "currency": plan.currency,
             "catalog_version": plan.catalog_version, "package_hours": plan.package_hours,
-            "spare_hours": format_hours(plan.spare_hours), "choice": plan.choice(), "single_package": plan_dict(plan.single)}
+            "spare_hours": format_hours(plan.spare_hours), "choice": plan.choice(), "single_package": plan_dict(plan.single),
+            **({"cards_used": plan.cards_used, "machine_cards": plan.machine_cards} if plan.cards_used is not None else {})}
 
 
 def _package_dict(plan) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -27,10 +28,20 @@ class Configuration:
     accelerator_runtime: str | None  # "CUDA 12.8", "HIP 6.2" or None on a CPU build
     driver: str | None
     unknown_reason: str | None = None
+    # The cards the trials used where fewer than the machine's gpu_count; None when they used them all or the records
+    # do not say (written before trials named their devices): the label, key and plan are then the machine's, as before.
+    cards_used: int | None = None
+
+    @property
+    def cards(self) -> int:
+        """Return the cards the measurement used: those named by the trials, else the machine's."""
+        return self.gpu_count if self.cards_used is None else self.cards_used
 
     @property
     def hardware(self) -> str:
         """Describe the hardware the trials ran on, as the manifest observed it."""
+        if self.device == "gpu" and self.cards_used is not None:
+            return f"{self.cards_used} of {self.gpu_count}× {self.gpu_name}"
         if self.device == "gpu":
             return f"{self.gpu_count}× {self.gpu_name}"
         if self.device == "cpu":
@@ -60,6 +71,14 @@ class Configuration:
         stack = self.software if detailed else f"torch {self.torch or 'version not read'}"
         return f"{self.variant} · {self.hardware} · {stack}"
 
+    @cached_property
+    def aliases(self) -> tuple[str, ...]:
+        """Return the key and labels it had before trials named their cards, when naming them changed its label."""
+        if self.cards_used is None:
+            return ()
+        before = dataclasses.replace(self, cards_used=None)
+        return (before.key, before.label(), before.label(detailed=True))
+
 
 def setting_text(value) -> str:
     """Say a variant setting as a reader reads it: a flag on or off, an unset one as not set, others as written."""
@@ -74,6 +93,18 @@ def _runtime(environment: dict) -> str | None:
     if environment.get("hip_version"):
         return f"HIP {environment['hip_version']}"
     return None
+
+
+def devices_used(trial: dict) -> list[str] | None:
+    """Return the CUDA devices a trial says it used, or None where its record does not say (written before #44)."""
+    named = (trial.get("memory") or {}).get("devices_used")
+    return list(dict.fromkeys(named)) if isinstance(named, list) else None
+
+
+def _fewer_cards(trial: dict, count: int) -> int | None:
+    """Return how many of the machine's COUNT cards the trial used, only when it names them and they are fewer."""
+    named = devices_used(trial)
+    return len(named) if named and len(named) < count else None
 
 
 def configuration_of(trial: dict, manifest: dict | None) -> Configuration:
@@ -99,7 +130,7 @@ def configuration_of(trial: dict, manifest: dict | None) -> Configuration:
                                  unknown_reason=f"the manifest lists no GPU {index} for device {device}")
         count = sum(1 for gpu in gpus if gpu.get("name") == used.get("name"))
         return Configuration(trial["variant"], settings, "gpu", used.get("name"), count, cpu.get("model"), threads, **common,
-                             driver=environment.get("driver_version"))
+                             driver=environment.get("driver_version"), cards_used=_fewer_cards(trial, count))
     # A variant on the CPU ran on the CPU, even on a machine with GPUs: the GPUs did not take part.
     return Configuration(trial["variant"], settings, "cpu", None, 0, cpu.get("model"), threads, torch=common["torch"],
                          accelerator_runtime=None, driver=None)

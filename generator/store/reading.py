@@ -21,6 +21,7 @@ class Loaded:
     sources: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     compatibility: list[dict] = field(default_factory=list)  # check's: each run's matrix verdict (information)
+    notices: list[str] = field(default_factory=list)  # check's: a sheet naming a configuration by its old name (#44)
 
     def of_campaign(self, campaign: str, kind: str | None = None) -> list[dict]:
         """Return CAMPAIGN's records (of KIND only, when given) in reading order."""
@@ -361,7 +362,8 @@ def check_data(loaded: Loaded) -> dict:
     """Return the counts per kind and the problems of a check, as plain data."""
     counts = Counter(record["kind"] for record in loaded.records)  # one pass: a scan per kind took 0.1 s at 200,000
     return {"records": len(loaded.records), "by_kind": {kind: counts[kind] for kind in KINDS}, "problems": loaded.problems,
-            "compatibility": [{key: value for key, value in found.items() if key != "line"} for found in loaded.compatibility]}
+            "compatibility": [{key: value for key, value in found.items() if key != "line"} for found in loaded.compatibility],
+            **({"renamed": loaded.notices} if loaded.notices else {})}
 
 
 def describe_check(loaded: Loaded, data: dict | None = None) -> str:
@@ -378,4 +380,4 @@ def describe_check(loaded: Loaded, data: dict | None = None) -> str:
         summary += (f"; compatibility of {len(loaded.compatibility)} run(s) against the matrices: "
                     + ", ".join(f"{verdicts[status]} {status}" for status in ("acceptable", "to-confirm", "exclude", "no-gpu")
                                 if verdicts[status]))
-    return "\n".join([*loaded.problems, *warnings, summary])
+    return "\n".join([*loaded.problems, *warnings, *loaded.notices, summary])
