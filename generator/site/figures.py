@@ -15,12 +15,17 @@ from iteralab.store.views import CampaignView
 
 def chart(chart_id: str, title: str, description: str, rows: list[dict]) -> dict:
     """Make one chart's Vega-Lite spec from its rows and keep the rows beside it as its data table (columns in order)."""
-    columns = list(rows[0])
+    columns, category = list(rows[0]), charts.CATEGORY[chart_id]
+    # Its rows named as the chart names them: the machine every configuration shares is said once, above (#45).
+    labels = list(dict.fromkeys(row[category] for row in rows))
+    names, machine = charts.shared_part(labels) if all(type(label) is str for label in labels) else (labels, None)
+    short = dict(zip(labels, names, strict=True))
     # The rows as table cells, written here: a campaign's durations table has a row per trial.
-    body = "".join("<tr>" + "".join(f"<td>{fmt(row[column])}</td>" for column in columns) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(f"<td>{fmt(short[row[column]] if column == category else row[column])}</td>"
+                                    for column in columns) + "</tr>" for row in rows)
     spec = charts.spec(chart_id, rows, title)
     return {"id": chart_id, "title": title, "description": description, "spec": spec, "script": Markup(charts.in_script(spec)),
-            "columns": columns, "body": Markup(body)}
+            "columns": columns, "body": Markup(body), "machine": machine}
 
 
 def campaign_charts(view: CampaignView) -> list[dict]:

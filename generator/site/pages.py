@@ -25,8 +25,10 @@ from iteralab.site.per_campaign import adaptation_rows
 from iteralab.site.per_trial import trial_index, trial_sections, trial_table_rows
 from iteralab.site.questions import revision_figures
 from iteralab.site.render import jinja_environment
+from iteralab.site.shortened import shortened
 from iteralab.site.signing import Signer
 from iteralab.store import generation
+from iteralab.store.disturbance import unstable_statements
 from iteralab.store.reading import Loaded, RecordTable
 from iteralab.store.trials import initialised_runs, trial_table, trials_csv
 from iteralab.store.views import CampaignView, campaign_views
@@ -148,13 +150,16 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
                    "signed": places.signer}
     writer.write(f"{base}/{bundle_info['name']}", bundle)
     compared, constant = view.compared_and_constant()
-    sizing = sizing_rows([view])
+    # The machine every configuration shares is said once per table, each row named by its variant (#45).
+    named = shortened(view)
+    shown = named.view
+    sizing = sizing_rows([shown])
     writer.write(f"{base}/index.html", env.get_template("campaign.html").render(
-        root="../../", page=f"{base}/index.html", view=view, compared=compared, constant=constant, separation=view.separation(), cost=view.cost(),
+        root="../../", page=f"{base}/index.html", view=shown, compared=compared, constant=constant, separation=shown.separation(), cost=view.cost(),
         charts=drawn, notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, trial_table_rows=trial_table_rows,
-        sizing=sizing, adapted=[row for row in sizing if row.get("adaptation")], report=report, generation=campaign_block(view), spread_cell=spread_cell, kv_cells=kv_cells,
-        kv_note=kv_note, adaptation=adapted.campaign_block(view), adaptation_rows=adaptation_rows,
-        initialised=initialised_runs(view.manifests), unstable=report.unstable, **common))
+        sizing=sizing, adapted=[row for row in sizing if row.get("adaptation")], report=report, generation=campaign_block(shown), spread_cell=spread_cell, kv_cells=kv_cells,
+        kv_note=kv_note, adaptation=adapted.campaign_block(shown), adaptation_rows=adaptation_rows, machine=named.machine, short=named.short,
+        exclusions=shown.exclusion_table(), initialised=initialised_runs(view.manifests), unstable=unstable_statements(shown), **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
         root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decided,
         notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, tokens_of=tokens_of,

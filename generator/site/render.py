@@ -165,6 +165,7 @@ def _environment(code: str):
                        hours=lambda value: language.say(Decimal(format_hours(value)), code),
                        second_period_risk=SECOND_PERIOD_RISK, language=code, alternates=(), measure_price=measure_price,
                        compatibility=compatibility.configuration_verdicts, compatibility_words=compatibility.STATUS_WORDS,
+                       machine=None, short=_as_it_is,  # a campaign page passes the machine its rows share, and short names (#45)
                        **words.said(code))
     env.policies["ext.i18n.trimmed"] = True  # a sentence wrapped over lines in a template is one message
     env.filters["fill"] = fill
@@ -174,6 +175,11 @@ def _environment(code: str):
     env.filters["said"] = functools.partial(language.say, language=code)  # a Text in this language; a name stays as written
     env.filters["amount"] = functools.partial(amount, code=code)
     return env
+
+
+def _as_it_is(label):
+    """Return a configuration's label whole: on a page that says no shared machine, each row names its own."""
+    return label
 
 
 def amount(value, code: str):
