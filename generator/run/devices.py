@@ -7,6 +7,7 @@ import time
 
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
+from iteralab.run.placement import cards
 
 # cuBLAS gives reproducible results under torch.use_deterministic_algorithms only with one of these workspaces.
 CUBLAS_WORKSPACES = (":4096:8", ":16:8")
@@ -25,7 +26,7 @@ INITIALISATION = Text("torch.cuda.init() and the first synchronisation of each d
 
 def initialise_devices(campaign, cuda=None, clock=time.perf_counter_ns) -> dict:
     """Time CUDA's initialisation on the devices the variants use, once, before the checks and the manifest touch them."""
-    used = sorted({int(v.device.partition(":")[2] or 0) for v in campaign.variants if v.device.startswith("cuda")})
+    used = sorted({_index(card) for variant in campaign.variants for card in cards(variant, campaign.protocol)})
     if not used:
         return {"duration_ns": None, "devices": [], "reason": Text("no variant runs on a GPU")}
     cuda = cuda or _torch_cuda()
@@ -43,6 +44,10 @@ def initialise_devices(campaign, cuda=None, clock=time.perf_counter_ns) -> dict:
     return {"duration_ns": clock() - start, "devices": devices, "what": INITIALISATION}
 
 
+def _index(device: str) -> int:
+    return int(device.partition(":")[2] or 0)
+
+
 def device_findings(campaign, cuda=None) -> list[dict]:
     """Each variant's device, found on this machine or missing with why (never raises; CUDA stands in for tests)."""
     cuda = cuda or _torch_cuda()
@@ -52,14 +57,19 @@ def device_findings(campaign, cuda=None) -> list[dict]:
     findings = []
     for variant in campaign.variants:
         problem = None
+        placed = cards(variant, campaign.protocol)
+        missing = [card for card in placed if _index(card) >= count]
         if variant.device.startswith("cuda"):
-            index = int(variant.device.partition(":")[2] or 0)
             if not available:
                 problem = (f"{campaign.source}: variant {variant.name} asks for {variant.device}, but torch sees no CUDA "
                            "device here; run it on a GPU machine or set device = \"cpu\"")
-            elif index >= count:
+            elif _index(variant.device) >= count:
                 problem = (f"{campaign.source}: variant {variant.name} asks for {variant.device}, but this machine has "
                            f"{count} CUDA device(s): {there}; set device to one of them (nothing was timed)")
+            elif missing:  # a model placed across cards needs every one of them (#44)
+                problem = (f"{campaign.source}: [placement] places variant {variant.name} across {', '.join(placed)}, but "
+                           f"this machine has {count} CUDA device(s): {there}; {', '.join(missing)} is missing (nothing was "
+                           "timed)")
         findings.append({"variant": variant.name, "device": variant.device, "found": problem is None,
                          "problem": problem})
     return findings

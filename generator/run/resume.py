@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
+from iteralab.run.placement import cards_of, devices_used
 from iteralab.store import records
 from iteralab.store.configuration import configuration_of
 from iteralab.store.disturbance import rerun_targets
@@ -134,6 +135,9 @@ def start_record(manifest: dict, trial_id: str, variant: str, repetition: int, s
 def interrupted_row(manifest: dict, start: dict, now: str) -> dict:
     """Return the failure row of a trial the process died in: never dropped, never silently replaced."""
     variant_config = manifest["variants"][start["variant"]]
+    device = str(variant_config.get("device", "cpu"))
+    # The cards it was using, as a trial that ended would have said: its row stays in the same configuration (#44).
+    used = {"devices_used": devices_used(cards_of(device, manifest["protocol"]))} if device.startswith("cuda") else {}
     record = records.make_record(
         "trial", campaign=manifest["campaign"], run_id=manifest["run_id"], protocol_fingerprint=manifest["protocol_fingerprint"],
         manifest_id=manifest["record_id"], variant=start["variant"], variant_config=variant_config,
@@ -145,7 +149,7 @@ def interrupted_row(manifest: dict, start: dict, now: str) -> dict:
         entries_completed_reason=Text("unknown: the process ended before the trial could record its progress"),
         started_at=start["created_at"], truncated_entries=manifest["corpus"].get("truncated_entries"), phases={},
         gpu_event_durations=None, gpu_event_durations_reason=Text("not recorded: the process ended during the trial"),
-        memory={"device": str(variant_config.get("device", "cpu"))}, predictions=None, id_check=None, quality=None,
+        memory={"device": device, **used}, predictions=None, id_check=None, quality=None,
         corpus_accepted=False, throughput_entries_per_s=None)
     if start.get("retry_of"):
         record["retry_of"] = start["retry_of"]

@@ -24,6 +24,7 @@ from iteralab.run.devices import (
 )
 from iteralab.run.interference import Watch, busy_warnings
 from iteralab.run.machine import code_version, machine_facts, model_files
+from iteralab.run.placement import cards
 from iteralab.run.rental import check_machine, find_rental, rental_link
 from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
 from iteralab.run.signals import Signals
@@ -121,7 +122,7 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
     model = workload.check_model(campaign.model_path, _model_config(campaign.model_path), protocol)
     if any(variant.quantization == "dynamic-int8" for variant in campaign.variants):
         model["dynamic_int8"] = dynamic_int8_bytes(campaign.model_path)  # what the int8 variants keep, for the estimate
-    corpus = load_corpus(campaign.corpus_path)
+    corpus = load_corpus(campaign.corpus_path, protocol.get("corpus_columns"))  # the columns [corpus] names
     workload.check_corpus(corpus, model, campaign)
     token_counts = _token_counts(campaign, corpus)
     over = [entry.id for entry in corpus.entries if token_counts[entry.id] > protocol["max_length"]]
@@ -304,7 +305,7 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
     """Execute one trial and append its record, whatever happened; RETRY_OF names the interrupted trial it runs again."""
     campaign, workload = prepared.campaign, prepared.workload
     trial_id = records.new_id("trial")
-    clock, got, status, error = PhaseClock(variant.device), Outcome(), "ok", None
+    clock, got, status, error = PhaseClock(variant.device, cards=cards(variant, campaign.protocol)), Outcome(), "ok", None
     expected = len(prepared.corpus.entries) * workload.passes(campaign.protocol)  # a sampling pass per seed
     progress.start(f"{sequence}/{len(prepared.plan)} {variant.name} rep {repetition}", expected)
     try:
@@ -332,7 +333,7 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
         entries_completed=completed if status != "ok" else len(got.outputs),
         truncated_entries=prepared.truncated, phases=clock.finish(failed_phase, workload.PHASES),
         gpu_event_durations=None, gpu_event_durations_reason=Text("not recorded: host timers with CUDA synchronisation are the measure"),
-        memory=gpu_memory_context(variant.device, clock.host_scope),
+        memory=gpu_memory_context(variant.device, clock.host_scope, clock.cards),
         predictions=got.output_file, id_check=got.id_check, quality=got.quality, corpus_accepted=bool(accepted),
         throughput_entries_per_s=_throughput(clock, got.work.window_units(got.window)) if status == "ok" else None,
         **got.figures,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from iteralab.run import placement
 from iteralab.store.views import window_figures
 
 
@@ -23,6 +24,7 @@ def describe_plan(prepared) -> str:
              f"{prepared.truncated} longer than max_length {protocol['max_length']} "
              f"({'truncated' if protocol['truncation'] == 'truncate' else 'refused'})",
              f"Protocol fingerprint {prepared.fingerprint}", *prepared.workload.plan_lines(prepared),
+             *placement.describe(protocol),
              "Plan (trials in order):"]
     lines += [f"  {step['sequence']:>3}. {step['variant']} (repetition {step['repetition']})" for step in plan_data(prepared)["plan"]]
     if prepared.rental is not None:

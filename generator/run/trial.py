@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from iteralab.core.language import Text
+from iteralab.run.placement import devices_used
 from iteralab.store.trials import PHASES
 
 # Sentences the records hold in English; each is a message of the catalog, so a page can say it in another language.
@@ -19,6 +20,8 @@ HOST_RSS_PER_PHASE = Text("peak resident set size of the runner process during t
 HOST_RSS_LIFETIME = Text("peak resident set size of the runner process since it started (getrusage ru_maxrss): "
                          "this kernel cannot reset the peak per phase")
 CLEAR_REFS = "/proc/self/clear_refs"
+PER_CARD_COUNTERS = ("torch.cuda.max_memory_allocated / max_memory_reserved of each card, reset at each phase start, bytes; "
+                     "the phase's figure is the fullest card's, each card's in gpu_cards (their memory is not one space)")
 
 
 def reset_host_peak() -> bool:
@@ -86,14 +89,21 @@ class PhaseClock:
     phases: dict = field(default_factory=dict)
     current: str | None = None
     host_scope: str = HOST_RSS_PER_PHASE
+    cards: tuple[str, ...] = ()  # a model placed across cards: each one synchronised, reset and read apart (#44)
 
     @property
     def cuda(self) -> bool:
         return self.device.startswith("cuda")
 
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """Return the devices the clock waits for and reads: the placement's cards, else the trial's device."""
+        return self.cards if len(self.cards) > 1 else (self.device,)
+
     def _sync(self):
         if self.cuda:
-            _torch().cuda.synchronize(self.device)
+            for device in self.devices:
+                _torch().cuda.synchronize(device)
 
     @contextlib.contextmanager
     def phase(self, name: str):
@@ -102,7 +112,8 @@ class PhaseClock:
         self.current = name
         if self.cuda:
             self._sync()
-            torch.cuda.reset_peak_memory_stats(self.device)
+            for device in self.devices:
+                torch.cuda.reset_peak_memory_stats(device)
         if not reset_host_peak():
             self.host_scope = HOST_RSS_LIFETIME
         # The baseline: what the process held before the phase (the interpreter and torch, before a model loads).
@@ -126,8 +137,13 @@ class PhaseClock:
         memory = {"host_peak_rss_bytes": host_peak_rss()}
         if self.cuda:
             torch = _torch()
-            memory["gpu_peak_allocated_bytes"] = torch.cuda.max_memory_allocated(self.device)
-            memory["gpu_peak_reserved_bytes"] = torch.cuda.max_memory_reserved(self.device)
+            each = {device: {"gpu_peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
+                             "gpu_peak_reserved_bytes": torch.cuda.max_memory_reserved(device)} for device in self.devices}
+            # Cards' memory is not one space: the phase's figure is the fullest card's, each card's kept beside it.
+            for key in ("gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes"):
+                memory[key] = max(peaks[key] for peaks in each.values())
+            if len(each) > 1:
+                memory["gpu_cards"] = each
         return memory
 
     def finish(self, failed_phase: str | None, order: tuple[str, ...] = PHASES) -> dict:
@@ -145,14 +161,16 @@ def torch_dtype(precision: str):
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
-def gpu_memory_context(device: str, host_scope: str) -> dict:
-    """Describe the GPU memory counters for this device, or why there are none."""
+def gpu_memory_context(device: str, host_scope: str, cards: tuple[str, ...] = ()) -> dict:
+    """Describe the GPU memory counters for this device (the placement's CARDS, when across several), or why there are none."""
     torch = _torch()
     if device.startswith("cuda") and torch.cuda.is_available():
         properties = torch.cuda.get_device_properties(device)
+        used = devices_used(cards or (device,))  # the configuration says "1 of 2×" from it (#44)
+        counters = ("torch.cuda.max_memory_allocated / max_memory_reserved, reset at each phase start, bytes, this device only"
+                    if len(used) == 1 else PER_CARD_COUNTERS)
         return {"device": device, "gpu_name": properties.name, "gpu_capacity_bytes": properties.total_memory,
-                "gpu_memory_reason": None, "host_rss_scope": host_scope,
-                "gpu_counters": "torch.cuda.max_memory_allocated / max_memory_reserved, reset at each phase start, bytes, this device only"}
+                "gpu_memory_reason": None, "host_rss_scope": host_scope, "gpu_counters": counters, "devices_used": used}
     return {"device": device, "gpu_name": None, "gpu_capacity_bytes": None,
             "gpu_memory_reason": Text("no GPU: the variant runs on {device}", device=device), "host_rss_scope": host_scope,
             "gpu_counters": None}

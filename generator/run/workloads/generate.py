@@ -10,6 +10,7 @@ from iteralab.core.errors import UserError
 from iteralab.core.language import Text
 from iteralab.run.corpus import load_corpus
 from iteralab.run.model_check import check_loads
+from iteralab.run.placement import load_options, placed
 from iteralab.run.tables import Table
 from iteralab.run.trial import batches, torch_dtype
 from iteralab.run.workloads import batched, generated
@@ -129,9 +130,11 @@ def load_model(model_dir, variant, protocol: dict):
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, attn_implementation=variant.attention)
+    dtype = torch_dtype(variant.precision)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, attn_implementation=variant.attention,
+                                                 **load_options(variant, protocol, dtype))
     model.eval()
-    model = model.to(device=variant.device, dtype=torch_dtype(variant.precision))
+    model = placed(model, variant, protocol, dtype)
     if variant.quantization == "dynamic-int8":
         model = quantize(model)
     return tokenizer, model
