@@ -11,6 +11,7 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
+from iteralab.run.corpus import COLUMNS
 from iteralab.run.disturbance import read_rule
 from iteralab.run.placement import read_placement
 from iteralab.run.question import decision_question
@@ -100,7 +101,7 @@ def load_campaign(path: Path | str) -> Campaign:
     if not NAME_PATTERN.match(name):
         top.attempt(lambda: top.fail("campaign", f"{name!r} must be letters, digits, '.', '_' or '-' (it names a folder)"))
     title = top.get("title", str, default=name)
-    corpus_path, split = top.attempt(lambda: _corpus(top, base), (None, None))
+    corpus_path, split, columns = top.attempt(lambda: _corpus(top, base), (None, None, {}))
     model_path, revision = top.attempt(lambda: _model(top, base), (None, None))
     kind = top.attempt(lambda: _workload(top), "classify")
     workload = WORKLOADS[kind]
@@ -109,6 +110,11 @@ def load_campaign(path: Path | str) -> Campaign:
                                              {v.name for v in variants} if variants else None, workload), {})
     # What only this kind declares is part of the protocol, so of its fingerprint; a classification adds nothing.
     protocol.update(top.attempt(lambda: workload.read_settings(top, base), {}))
+    if columns:  # left out when none is named: campaigns written before the column keys keep their fingerprint
+        protocol["corpus_columns"] = columns
+        if kind != "classify":
+            errors.append(f"[corpus] {', '.join(f'{part}_column' for part in columns)}: named columns are read by "
+                          f"classify campaigns; a {kind} campaign's corpus uses the columns id, text and label")
     if protocol.get("reference_variant") in {variant.name for variant in variants}:
         errors.extend(workload.check_variants(variants, protocol))
     if "decision" in data:
@@ -145,12 +151,20 @@ def _workload(top: Table) -> str:
     return kind
 
 
-def _corpus(top: Table, base: Path) -> tuple[Path, str]:
+def _corpus(top: Table, base: Path) -> tuple[Path, str, dict[str, str]]:
     corpus = Table(top.get("corpus", dict), "corpus", top.source, top.errors)
     relative = corpus.get("path", str)
     split = corpus.get("split", str, choices=("tuning", "final"))
+    # Only the columns named: the others keep their default names, and the corpus reader tells a named one apart.
+    columns = {part: corpus.get(f"{part}_column", str) for part in COLUMNS if f"{part}_column" in corpus.data}
+    named = {**COLUMNS, **columns}
+    for part, column in columns.items():
+        if not column.strip() or list(named.values()).count(column) > 1:
+            corpus.note(f"{part}_column", f"{column!r} must be a column's name that no other part of an entry reads "
+                        f"(id, text and label are read from {', '.join(repr(name) for name in named.values())})")
     corpus.finish()
-    return base / Path(relative).expanduser(), split  # ~ is the user's home; other relative paths start at the file
+    # ~ is the user's home; other relative paths start at the file
+    return base / Path(relative).expanduser(), split, columns
 
 
 def _model(top: Table, base: Path) -> tuple[Path, str | None]:

@@ -1,4 +1,5 @@
-"""Corpus loading: JSONL or CSV with id, text and optional label, refused on any defect."""
+"""Corpus loading: JSONL or CSV with id, text and optional label (under names a campaign may choose), refused on any
+defect."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,9 @@ class Entry:
     id: str
     text: str
     label: str | None
+    # Written as a whole number (a JSON number, or digits in a CSV): a classifier may read it as a class id of its
+    # id2label. The label itself stays the text written, so the corpus's fingerprint is what it always was.
+    label_is_number: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,9 +56,17 @@ def fingerprint(entries) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def load_corpus(path: Path | str) -> Corpus:
-    """Read a corpus file (.jsonl or .csv) and refuse defects with file, line and id."""
-    path = Path(path)
+DIGITS = re.compile(r"[0-9]+")  # a CSV's whole-number label; str.isdigit would take other scripts' digits too
+# Each part of an entry and the column (a CSV's) or key (a JSON object's) that holds it unless the campaign names another.
+COLUMNS = {"id": "id", "text": "text", "label": "label"}
+
+
+def load_corpus(path: Path | str, columns: dict[str, str] | None = None) -> Corpus:
+    """Read a corpus file (.jsonl or .csv) and refuse defects with file, line and id.
+
+    COLUMNS: the columns (CSV) or keys (JSON Lines) a campaign names for id, text or label; the others keep their name.
+    """
+    path, named = Path(path), {**COLUMNS, **(columns or {})}
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -72,10 +85,10 @@ def load_corpus(path: Path | str) -> Corpus:
     if suffix == ".jsonl":
         rows = _jsonl_rows(text, path)
     elif suffix == ".csv":
-        rows = _csv_rows(text, path)
+        rows = _csv_rows(text, path, named, declared=set(columns or {}))
     else:
         raise UserError(f"{path}: corpus files must end in .jsonl or .csv")
-    entries = _entries(rows, path)
+    entries = _entries(rows, path, named, digits_are_numbers=suffix == ".csv")
     if not entries:
         raise UserError(f"{path}: the corpus has no entries")
     return Corpus(str(path), tuple(entries), fingerprint(entries), hashlib.sha256(data).hexdigest())
@@ -94,36 +107,45 @@ def _jsonl_rows(text: str, path: Path):
         yield number, row
 
 
-def _csv_rows(text: str, path: Path):
+def _csv_rows(text: str, path: Path, named: dict[str, str], declared: set[str]):
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    missing = [column for column in ("id", "text") if column not in (reader.fieldnames or [])]
+    header = reader.fieldnames or []
+    # A label column the campaign names must be there; the default one may be absent (an unlabelled corpus).
+    missing = [named[part] for part in ("id", "text", "label")
+               if named[part] not in header and (part != "label" or part in declared)]
     if missing:
-        raise UserError(f"{path}:1: missing column(s) {', '.join(missing)}; a corpus CSV needs id, text and optionally label")
+        names = ", ".join(f'"{column}"' for column in header) or "none"
+        raise UserError(f"{path}:1: missing column(s) {', '.join(missing)}; a corpus CSV needs id, text and optionally "
+                        f"label, and its header has the columns {names}: name the ones to read with [corpus] id_column, "
+                        "text_column and label_column")
     for row in reader:
         if None in row:
             raise UserError(f"{path}:{reader.line_num}: more fields than the header has columns")
         yield reader.line_num, row
 
 
-def _entries(rows, path: Path) -> list[Entry]:
+def _entries(rows, path: Path, named: dict[str, str], *, digits_are_numbers: bool) -> list[Entry]:
     entries, seen = [], {}
+    # Where the campaign named another column, the messages name it too.
+    called = {part: "" if column == part else f" (column {column!r})" for part, column in named.items()}
     for number, row in rows:
         where = f"{path}:{number}"
-        raw_id = row.get("id")
+        raw_id = row.get(named["id"])
         if isinstance(raw_id, bool) or not isinstance(raw_id, str | int) or not str(raw_id).strip():
-            raise UserError(f"{where}: missing or empty id; every entry needs a unique, non-empty id")
+            raise UserError(f"{where}: missing or empty id{called['id']}; every entry needs a unique, non-empty id")
         entry_id = str(raw_id).strip()
         if entry_id in seen:
             raise UserError(f"{where}: id {entry_id!r} is a duplicate of line {seen[entry_id]}; ids must be unique")
         seen[entry_id] = number
-        text = row.get("text")
+        text = row.get(named["text"])
         if not isinstance(text, str) or not text.strip():
-            raise UserError(f"{where}: id {entry_id!r} has a missing or empty text")
-        label = row.get("label")
+            raise UserError(f"{where}: id {entry_id!r} has a missing or empty text{called['text']}")
+        label = row.get(named["label"])
         if (label is not None and not isinstance(label, str | int)) or isinstance(label, bool):
-            raise UserError(f"{where}: id {entry_id!r} has a label that is not a string")
+            raise UserError(f"{where}: id {entry_id!r} has a label{called['label']} that is not a string")
+        number_written = isinstance(label, int) or (digits_are_numbers and bool(DIGITS.fullmatch(str(label or "").strip())))
         label = None if label is None or str(label).strip() == "" else str(label).strip()
-        entries.append(Entry(entry_id, text, label))
+        entries.append(Entry(entry_id, text, label, label_is_number=number_written))
     return entries
 
 

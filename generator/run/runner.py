@@ -122,7 +122,7 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
     model = workload.check_model(campaign.model_path, _model_config(campaign.model_path), protocol)
     if any(variant.quantization == "dynamic-int8" for variant in campaign.variants):
         model["dynamic_int8"] = dynamic_int8_bytes(campaign.model_path)  # what the int8 variants keep, for the estimate
-    corpus = load_corpus(campaign.corpus_path)
+    corpus = load_corpus(campaign.corpus_path, protocol.get("corpus_columns"))  # the columns [corpus] names
     workload.check_corpus(corpus, model, campaign)
     token_counts = _token_counts(campaign, corpus)
     over = [entry.id for entry in corpus.entries if token_counts[entry.id] > protocol["max_length"]]

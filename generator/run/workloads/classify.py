@@ -56,9 +56,29 @@ def check_model(model_dir: Path, config: dict, protocol: dict) -> dict:
     return {"labels": labels, **found}
 
 
+def gold_labels(corpus, labels: list[str], source) -> dict[str, str | None]:
+    """Return each entry's gold label by name: a label written as a whole number is a class id of the model's id2label.
+
+    Names win: when every whole-number label is also one of the model's label names (a model whose labels are named
+    "0", "1", ...), they are read as names, as they always were. LABELS are the names in id order (id2label's ids are
+    0 to n-1, as transformers numbers a classifier's outputs); SOURCE is the corpus file the refusal names.
+    """
+    numbers = {entry.label for entry in corpus.entries if entry.label_is_number}
+    if numbers <= set(labels):
+        return {entry.id: entry.label for entry in corpus.entries}
+    for entry in corpus.entries:
+        if entry.label_is_number and not 0 <= int(entry.label) < len(labels):
+            mapping = ", ".join(f'{index} → "{label}"' for index, label in enumerate(labels))
+            raise UserError(f"{source}: id {entry.id!r} has gold label {entry.label}, a whole number that is no class id "
+                            f"of the model, whose id2label is {mapping}: write each gold label as one of these names, "
+                            f"or as its id (0 to {len(labels) - 1})")
+    return {entry.id: labels[int(entry.label)] if entry.label_is_number else entry.label for entry in corpus.entries}
+
+
 def check_corpus(corpus, model: dict, campaign) -> None:
     """Refuse gold labels the model cannot predict, and thresholds on a corpus without gold labels."""
-    unknown = sorted({entry.label for entry in corpus.entries if entry.label is not None} - set(model["labels"]))
+    gold = gold_labels(corpus, model["labels"], campaign.corpus_path)
+    unknown = sorted({label for label in gold.values() if label is not None} - set(model["labels"]))
     if unknown:
         raise UserError(f"{campaign.corpus_path}: gold label(s) {', '.join(unknown)} are not labels of the model "
                         f"({', '.join(model['labels'])})")
@@ -149,7 +169,7 @@ class Work(Batched):
 
     def measured(self, corpus_path) -> list[tuple[str, str, float]]:
         """Read the corpus, tokenize, transfer, infer and bring predictions to the host."""
-        entries = list(load_corpus(corpus_path).entries)
+        entries = list(load_corpus(corpus_path, self.protocol.get("corpus_columns")).entries)
         if self.variant.length_sorted:
             lengths = self.tokenizer([entry.text for entry in entries], add_special_tokens=True)["input_ids"]
             token_counts = {entry.id: len(ids) for entry, ids in zip(entries, lengths, strict=True)}
@@ -180,7 +200,8 @@ def evaluate_outputs(*, prepared, variant, trial_id: str, outputs) -> tuple[dict
     if reference is None and variant.name == protocol["reference_variant"]:
         reference = {"variant": variant.name, "trial_id": trial_id,
                      "predictions": {entry_id: label for entry_id, label, _ in outputs}}
-    quality = evaluate(predictions=outputs, gold={e.id: e.label for e in prepared.corpus.entries},
+    gold = gold_labels(prepared.corpus, prepared.model["labels"], prepared.corpus.source)
+    quality = evaluate(predictions=outputs, gold=gold,
                        bucket_of=prepared.bucket_of, bucket_names=[b["name"] for b in protocol["buckets"]],
                        reference=reference, protocol=protocol)
     quality["format_ok"], quality["format_problems"] = not format_problems, format_problems
