@@ -53,12 +53,14 @@ def test_one_card_of_two_is_said_in_the_label_and_only_that_card_is_planned(tmp_
     assert ranked["label"] == NEW_4090 and (ranked["planned"]["cards_used"], ranked["planned"]["machine_cards"]) == (1, 2)
 
 
-def test_records_that_name_no_device_or_every_card_keep_the_machine_label_key_and_lots(tmp_path):
+def test_records_that_name_no_device_keep_the_machine_label_key_and_lots_and_every_card_keeps_the_label(tmp_path):
     write_run(tmp_path / "old", "run-old", TWO_4090, None)
     write_run(tmp_path / "all", "run-all", TWO_4090, ["cuda:0", "cuda:1"])
     (old,) = rows_of(tmp_path / "old").values()
     (both,) = rows_of(tmp_path / "all").values()
-    assert old.label == both.label == OLD_4090 and old.key == both.key
+    assert old.label == both.label == OLD_4090 and old.key[:-8] == both.key[:-8] and old.key != both.key
+    # Both cards named: one model across them, kept apart from trials that named none; the old key still finds it.
+    assert both.summary.configuration.aliases == (old.key,)
     assert (old.lots, old.plan.total, old.plan.cards_used) == (2, Decimal("94.28"), None)
     assert "planned for" not in old.plan.describe()
     assert "cards_used" not in report_dict(report_of(tmp_path / "old"))["ranked"][0]["planned"]
@@ -108,3 +110,18 @@ def test_the_old_name_still_finds_the_configuration_and_check_says_the_new_name_
         f"{NEW_4090!r} (id {summary.key}); it still finds that configuration (write the new name to stop this notice)"]
     text = reading.describe_check(checked)
     assert text.count(NEW_4090) == 1 and reading.check_data(checked)["renamed"] == checked.notices
+
+
+def test_a_model_placed_across_two_cards_is_planned_only_on_a_lot_that_holds_both(tmp_path):
+    write_run(tmp_path / "b200", "run-b200", TWO_B200, ["cuda:0", "cuda:1"])
+    (b200,) = rows_of(tmp_path / "b200").values()
+    assert b200.label == "b8 · 2× NVIDIA B200 · torch 2.13.0+cu128" and b200.summary.configuration.across
+    assert (b200.plan.lots, b200.plan.total, b200.plan.cards_used) == (1, Decimal("2071.00"), None)
+    # Two 1-card lots are two machines: one model's parts cannot be split over them.
+    write_run(tmp_path / "4090", "run-4090", TWO_4090, ["cuda:0", "cuda:1"])
+    (pair,) = rows_of(tmp_path / "4090").values()
+    assert pair.plan is None and pair.plan_reason == ("no plan: the model was placed across 2 cards of one machine, and a "
+                                                      "lot of RTX 4090 in catalog 2026-09-24 has 1 card(s)")
+    # The key tells it from trials of the same machine that named no device (one card each, planned as two lots).
+    write_run(tmp_path / "4090", "run-old", TWO_4090, None)
+    assert len({row.key for row in rows_of(tmp_path / "4090").values()}) == 2

@@ -130,6 +130,11 @@ def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catal
             reason = Text("no plan: {hardware}", hardware=configuration.hardware)
         return dataclasses.replace(row, lots=1, hours=project(row, question, corpus_entries, 1), plan_reason=reason,
                                    owned=True)
+    if configuration.across and card.cards_per_lot < configuration.cards:
+        # One model's parts talk over the machine's own links: lots rented apart are other machines (#44).
+        return dataclasses.replace(row, lots=1, hours=project(row, question, corpus_entries, 1), plan_reason=Text(
+            "no plan: the model was placed across {cards} cards of one machine, and a lot of {card} in catalog {catalog} "
+            "has {lot} card(s)", cards=configuration.cards, card=card.name, catalog=catalog.version, lot=card.cards_per_lot))
     if card.memory_per_card_gb is not None:
         row = dataclasses.replace(row, capacity_bytes=int(card.memory_per_card_gb * Decimal(10**9)))
     else:

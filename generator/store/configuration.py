@@ -31,6 +31,8 @@ class Configuration:
     # The cards the trials used where fewer than the machine's gpu_count; None when they used them all or the records
     # do not say (written before trials named their devices): the label, key and plan are then the machine's, as before.
     cards_used: int | None = None
+    across: bool = False  # one model placed across the cards it used ([placement] across_cards): they must be one lot
+
 
     @property
     def cards(self) -> int:
@@ -62,7 +64,8 @@ class Configuration:
     @cached_property  # asked for hundreds of times per campaign page; the fields never change
     def key(self) -> str:
         """Return a stable identifier usable in file names, HTML ids and CSV cells."""
-        canonical = json.dumps([self.variant, self.settings, self.hardware, self.software], sort_keys=True, default=str)
+        placed = ["across"] if self.across else []  # only then: every other key stays as it was
+        canonical = json.dumps([self.variant, self.settings, self.hardware, self.software, *placed], sort_keys=True, default=str)
         slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{self.variant}-{self.gpu_name or self.device}").strip("-").lower()
         return f"{slug}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
 
@@ -74,10 +77,11 @@ class Configuration:
     @cached_property
     def aliases(self) -> tuple[str, ...]:
         """Return the key and labels it had before trials named their cards, when naming them changed its label."""
-        if self.cards_used is None:
+        if self.cards_used is None and not self.across:
             return ()
-        before = dataclasses.replace(self, cards_used=None)
-        return (before.key, before.label(), before.label(detailed=True))
+        before = dataclasses.replace(self, cards_used=None, across=False)
+        own = (self.key, self.label(), self.label(detailed=True))
+        return tuple(name for name in (before.key, before.label(), before.label(detailed=True)) if name not in own)
 
 
 def setting_text(value) -> str:
@@ -130,7 +134,8 @@ def configuration_of(trial: dict, manifest: dict | None) -> Configuration:
                                  unknown_reason=f"the manifest lists no GPU {index} for device {device}")
         count = sum(1 for gpu in gpus if gpu.get("name") == used.get("name"))
         return Configuration(trial["variant"], settings, "gpu", used.get("name"), count, cpu.get("model"), threads, **common,
-                             driver=environment.get("driver_version"), cards_used=_fewer_cards(trial, count))
+                             driver=environment.get("driver_version"), cards_used=_fewer_cards(trial, count),
+                             across=len(devices_used(trial) or ()) > 1)
     # A variant on the CPU ran on the CPU, even on a machine with GPUs: the GPUs did not take part.
     return Configuration(trial["variant"], settings, "cpu", None, 0, cpu.get("model"), threads, torch=common["torch"],
                          accelerator_runtime=None, driver=None)
