@@ -156,7 +156,8 @@ def _corpus(top: Table, base: Path) -> tuple[Path, str, dict[str, str]]:
     relative = corpus.get("path", str)
     split = corpus.get("split", str, choices=("tuning", "final"))
     # Only the columns named: the others keep their default names, and the corpus reader tells a named one apart.
-    columns = {part: corpus.get(f"{part}_column", str) for part in COLUMNS if f"{part}_column" in corpus.data}
+    declared = {part: corpus.get(f"{part}_column", str, default=None) for part in COLUMNS}
+    columns = {part: column for part, column in declared.items() if column is not None}
     named = {**COLUMNS, **columns}
     for part, column in columns.items():
         if not column.strip() or list(named.values()).count(column) > 1:
