@@ -30,8 +30,8 @@ def built(tmp_path_factory):
     return root
 
 
-def page(built, campaign: str) -> BeautifulSoup:
-    soup = BeautifulSoup((built / "site" / "campaigns" / campaign / "index.html").read_text(encoding="utf-8"), "html.parser")
+def page(built, campaign: str, name: str = "index.html") -> BeautifulSoup:
+    soup = BeautifulSoup((built / "site" / "campaigns" / campaign / name).read_text(encoding="utf-8"), "html.parser")
     for script in soup("script"):  # the charts' specs: data, not text a reader reads
         script.decompose()
     return soup
@@ -77,3 +77,20 @@ def test_a_campaign_from_two_machines_keeps_each_rows_machine(built):
     separation = soup.select_one("#separation").get_text(" ")
     assert "b1 · 1× NVIDIA GeForce RTX 4090" in separation and "b1 · CPU Test CPU" in separation
     assert sorted(row.th.get_text() for row in soup.select("#memory-estimate tbody tr")) == sorted(whole)
+
+
+def test_the_demos_decision_page_names_its_machine_once_per_table(built):
+    machine = labels(built, DEMO)[0].partition(" · ")[2]
+    soup = page(built, DEMO, "decision.html")
+    counts = {table.caption.get_text(" ", strip=True)[:50]: table.get_text(" ").count(machine) for table in soup.select("main table")}
+    assert max(counts.values()) == 1, counts  # the details table said it in every row, the exclusion table too
+    rows = [th.get_text(" ", strip=True) for th in soup.select("table.decision tbody th, table.decision-details tbody th")]
+    assert rows and all(re.fullmatch(r"(fp32|int8)-b\d", row) for row in rows), rows
+
+
+def test_a_decision_from_two_machines_keeps_each_rows_machine(built):
+    soup = page(built, "two-machines", "decision.html")
+    # A chart of the feasible rows alone (all on the RTX 4090) says its machine once, as its data table does.
+    assert [said for said in soup.select(".machine") if not said.find_parent("figure")] == []
+    rows = [th.get_text(" ", strip=True) for th in soup.select("table.decision tbody th")]
+    assert any("RTX 4090" in row for row in rows) and any("CPU Test CPU" in row for row in rows), rows

@@ -159,11 +159,11 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
         charts=drawn, notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, trial_table_rows=trial_table_rows,
         sizing=sizing, adapted=[row for row in sizing if row.get("adaptation")], report=report, generation=campaign_block(shown), spread_cell=spread_cell, kv_cells=kv_cells,
         kv_note=kv_note, adaptation=adapted.campaign_block(shown), adaptation_rows=adaptation_rows, machine=named.machine, short=named.short,
-        exclusions=shown.exclusion_table(), initialised=initialised_runs(view.manifests), unstable=unstable_statements(shown), **common))
+        initialised=initialised_runs(view.manifests), unstable=unstable_statements(shown), **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
         root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decided,
         notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, tokens_of=tokens_of,
-        unit_durations=adapted.unit_durations, **common))
+        unit_durations=adapted.unit_durations, machine=named.machine, short=named.short, **common))
     _trials_page(writer, env, view, bundle_info["name"], common)
     writer.write(f"{base}/trials.csv", table_csv)
     writer.write(f"{base}/qualification.html", env.get_template("qualification.html").render(

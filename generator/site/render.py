@@ -37,6 +37,7 @@ FORMATS = {
     "seconds": lambda value, say: f"{say(value, 3, grouped=False)} s",
     "ns": lambda value, say: f"{say(value / 1e9, 3, grouped=False)} s",
     "bytes": lambda value, say: f"{say(value)} B ({say(value / 2**20, 1)} MiB)",
+    "mib": lambda value, say: f"{say(value / 2**20, 1)} MiB",  # a peak beside others; its bytes are in a table of their own
     "gib": lambda value, say: f"{say(value / 2**30, 2)} GiB",
     "ratio": lambda value, say: say(value, 3, grouped=False),
     "int": lambda value, say: say(value),
@@ -75,6 +76,9 @@ def _fmt(value, kind: str, reason, code: str) -> Markup:
     if value is None:
         why = escape(say_value(reason, code) if reason else NOT_RECORDED.say(code))
         return Markup(f'<span class="missing" data-missing="{why}" title="{why}">—<span class="reason"> {why}</span></span>')
+    if kind == "bytes":  # '806,522,880 B (769.2 MiB)' may break before its bracket only, so a narrow column fits (#45)
+        return Markup('<span class="nb">{} B</span> <span class="nb">({} MiB)</span>').format(
+            _sayer(code)(value), _sayer(code)(value / 2**20, 1))
     return escape(ALL_FORMATS.get(kind, ALL_FORMATS["text"])(value, _sayer(code)))
 
 # Trial pages repeat the same figures and reasons thousands of times; typed, so True and 1 stay apart.
@@ -169,6 +173,7 @@ def _environment(code: str):
                        **words.said(code))
     env.policies["ext.i18n.trimmed"] = True  # a sentence wrapped over lines in a template is one message
     env.filters["fill"] = fill
+    env.filters["through"] = lambda value, function: function(value)  # map("through", short): a function over a list
     env.filters["tojson_pretty"] = pretty_json
     env.filters["moment"] = functools.partial(moment, code=code)
     env.filters["say"] = functools.partial(say_value, code=code)
