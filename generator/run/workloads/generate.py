@@ -10,7 +10,7 @@ from iteralab.core.errors import UserError
 from iteralab.core.language import Text
 from iteralab.run.corpus import load_corpus
 from iteralab.run.model_check import check_loads
-from iteralab.run.placement import load_options, placed
+from iteralab.run.placement import cards, load_options, placed
 from iteralab.run.tables import Table
 from iteralab.run.trial import batches, torch_dtype
 from iteralab.run.workloads import batched, generated
@@ -179,7 +179,8 @@ class Work(Batched):
         self.config.update(**self.config._get_default_generation_params(), defaults_only=True)
         self.eos = set(eos)
         self.completed, self.generate_ns, self.window_batches, self.longest_prompt = 0, 0, [], 0
-        cuda = variant.device.startswith("cuda")
+        # One card's allocator: a model placed across cards splits its cache over them, so nothing is subtracted there.
+        cuda = variant.device.startswith("cuda") and len(cards(variant, protocol)) == 1
         self.loaded_bytes = torch.cuda.memory_allocated(variant.device) if cuda else None
 
     def compile(self) -> None:

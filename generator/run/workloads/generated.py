@@ -179,8 +179,15 @@ def kv_cache(clock, work) -> dict:
             "sequences": work.variant.batch_size, "bits": bits,
             "estimate_formula": "2 × layers × KV heads × head dim × tokens × sequences × bytes per value",
             "measured_bytes": measured,
-            "measured_reason": None if measured is not None else Text(
-                "not measured: no CUDA device (the KV cache is observed with torch.cuda's allocator counters, which a run "
-                "on {device} does not have)", device=work.variant.device),
+            "measured_reason": None if measured is not None else _unmeasured(work.variant.device, peak),
             "measured_as": Text("peak allocated while generating (measured window) less the memory allocated after "
                                 "loading: the cache and the activations")}
+
+
+def _unmeasured(device: str, peak: int | None) -> str:
+    """Say why the KV cache was not measured: no CUDA device, or a model placed across cards (#44)."""
+    if device.startswith("cuda") and peak is not None:
+        return Text("not measured: the model is placed across cards, and each card's allocator counts only its own part "
+                    "of the cache and the activations")
+    return Text("not measured: no CUDA device (the KV cache is observed with torch.cuda's allocator counters, which a run "
+                "on {device} does not have)", device=device)
