@@ -10,6 +10,7 @@ from iteralab.core.errors import UserError
 from iteralab.run.campaign import load_campaign
 from iteralab.run.corpus import load_corpus
 from iteralab.run.runner import run_campaign
+from iteralab.run.starter import dry_run, to_fill_in, write_starter
 from iteralab.run.workloads.classify import gold_labels
 from tests.tiny import corpus_rows, write_campaign, write_corpus
 
@@ -126,3 +127,19 @@ def test_a_named_column_missing_from_the_header_is_refused_naming_the_file_and_i
         load_corpus(lines, {"id": "ticket_no"})
     with pytest.raises(UserError, match=r"t.jsonl:1: missing or empty id \(column 'number'\); "):
         load_corpus(lines, {"id": "number"})
+
+
+def test_init_on_a_csv_with_other_column_names_leaves_them_to_name_and_then_runs_dry(tmp_path, tiny_model):
+    corpus = tmp_path / "tickets.csv"
+    corpus.write_text("ticket_no,body,category\n" + "".join(f"{r['id']},{r['text']},{r['label']}\n" for r in _rows()),
+                      encoding="utf-8")
+    path = write_starter(kind="classify", out=tmp_path / "tickets.toml", model=tiny_model, corpus=corpus)
+    lines = [line.split(": ", 1)[1] for line in to_fill_in(path)]
+    assert [line.split(" =")[0] for line in lines] == ["id_column", "text_column", "max_length"]  # never guessed
+    assert lines[1] == 'text_column = "FILL IN: the column of each entry\'s text (the header has ticket_no, body, category)"'
+    text = path.read_text(encoding="utf-8")
+    filled = text.replace(lines[0], 'id_column = "ticket_no"').replace(lines[1], 'text_column = "body"').replace(
+        '# label_column = "..."', 'label_column = "category"  #')
+    path.write_text(filled, encoding="utf-8")
+    would_run, plan = dry_run(path, tmp_path / "runs")
+    assert would_run and "Campaign tickets: 9 entries" in plan, plan

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import statistics
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.core.files import write_atomically, writing
-from iteralab.run.corpus import load_corpus, token_counts
+from iteralab.run.corpus import COLUMNS, load_corpus, token_counts
 from iteralab.run.runner import prepare
 from iteralab.run.summary import describe_plan
 from iteralab.run.workloads import WORKLOADS
@@ -93,6 +94,26 @@ def _buckets(counts: list[int]) -> str:
     return f'short = {low}\nmedium = {max(high, low + 1)}\nlong = "rest"' if high > low else f'short = {low}\nlong = "rest"'
 
 
+def _columns(corpus: Path | None) -> str:
+    """Return [corpus] lines for a CSV whose header lacks id or text: the columns to name, left to fill in, never guessed."""
+    if corpus is None or corpus.suffix.lower() != ".csv":
+        return ""
+    try:
+        with open(corpus, encoding="utf-8-sig", newline="") as handle:
+            header = next(csv.reader(handle), [])
+    except (OSError, UnicodeDecodeError):
+        return ""  # the dry run says what is wrong with the file, as run would
+    missing = [part for part in COLUMNS if part not in header]
+    if "id" not in missing and "text" not in missing:
+        return ""
+    names = ", ".join(header)
+    lines = [f'{part}_column = "FILL IN: the column of each entry\'s {part} (the header has {names})"'
+             for part in missing if part != "label"]
+    if "label" in missing:
+        lines.append(f'# label_column = "..."                  # the gold labels\' column, if it has them ({names})')
+    return "\n".join(lines) + "\n"
+
+
 def _model_facts(model: Path | None) -> dict:
     if model is None:
         return {"labels": None, "positions": None, "targets": None}
@@ -133,7 +154,9 @@ def starter_text(*, kind: str, name: str, folder: Path, model: Path | None = Non
                  train: Path | None = None) -> str:
     """Return the commented campaign file for KIND, filled from MODEL, CORPUS (and TRAIN for adapt) where given."""
     facts = _model_facts(model)
-    max_length, truncation, buckets = _lengths(model, corpus, facts["positions"], train)
+    columns = _columns(corpus)
+    counted = None if columns else corpus  # a corpus whose columns are still to be named cannot be read yet
+    max_length, truncation, buckets = _lengths(model, counted, facts["positions"], train)
     metric, example = THRESHOLDS[kind]
     model_path = _relative(model, folder) if model else "FILL IN: your model folder"
     corpus_path = _relative(corpus, folder) if corpus else "FILL IN: your corpus (.jsonl or .csv: id, text, label)"
@@ -157,13 +180,13 @@ kind = "{kind}"                         # {WORKLOADS[kind].DESCRIPTION}
 [corpus]
 path = "{corpus_path}"
 split = "final"                         # "tuning" while you tune settings; "final" for the decision
-
+{columns}
 [model]
 path = "{model_path}"
 {said_labels}{kind_table}
 [protocol]
 repetitions = 5
-max_length = {max_length}  # {"the longest entry in tokens" if corpus else "FILL IN: your longest entry in tokens"}
+max_length = {max_length}  # {"the longest entry in tokens" if counted else "FILL IN: your longest entry in tokens"}
 padding = "longest"
 truncation = "{truncation}"
 seed = 1
