@@ -12,7 +12,7 @@ from iteralab.run.corpus import load_corpus
 from iteralab.run.runner import run_campaign
 from iteralab.run.starter import dry_run, to_fill_in, write_starter
 from iteralab.run.workloads.classify import gold_labels
-from tests.tiny import corpus_rows, write_campaign, write_corpus
+from tests.tiny import corpus_rows, write_campaign, write_corpus, write_generation_campaign
 
 NAMES = ["neg", "pos"]  # the tiny model's id2label: 0 → neg, 1 → pos
 
@@ -86,7 +86,7 @@ def test_an_integer_label_that_is_no_class_id_is_refused_before_timing_naming_th
     assert all(not entry.label_is_number for entry in load_corpus(strings).entries)
 
 
-def test_a_csv_corpus_with_its_own_column_names_runs(tmp_path, tiny_model):
+def test_a_csv_corpus_with_its_own_column_names_runs(tmp_path, tiny_model, cli):
     rows = _rows()
     corpus = tmp_path / "tickets.csv"
     with open(corpus, "w", encoding="utf-8", newline="") as handle:
@@ -100,6 +100,8 @@ def test_a_csv_corpus_with_its_own_column_names_runs(tmp_path, tiny_model):
     assert trial["status"] == "ok" and trial["id_check"]["ids_match"]
     assert trial["quality"]["overall"]["accuracy"] == pytest.approx(
         _accuracy_against(trial, tmp_path / "runs", {r["id"]: r["label"] for r in rows}))
+    code, out, err = cli("check", tmp_path / "runs")  # the manifest's protocol with its named columns is a valid record
+    assert code == 0, out + err
     # The named columns are part of the protocol (so of its fingerprint); a campaign naming none has no such key.
     assert load_campaign(campaign_file).protocol["corpus_columns"] == {
         "id": "ticket_no", "text": "body", "label": "category"}
@@ -120,6 +122,12 @@ def test_a_named_column_missing_from_the_header_is_refused_naming_the_file_and_i
     twice = _one_trial(tmp_path, tiny_model, corpus, text_column="id")
     with pytest.raises(UserError, match=r"\[corpus\] text_column: 'id' must be a column's name that no other part"):
         load_campaign(twice)
+    # Only a classification reads named columns: a generation campaign naming one is refused in its campaign file.
+    generate = write_generation_campaign(tmp_path, tiny_model, corpus)
+    generate.write_text(generate.read_text(encoding="utf-8").replace('split = "final"\n', 'split = "final"\ntext_column = "body"\n'),
+                        encoding="utf-8")
+    with pytest.raises(UserError, match=r"\[corpus\] text_column: named columns are read by classify campaigns; a generate"):
+        load_campaign(generate)
     # JSON Lines read the same names as keys.
     lines = write_corpus(tmp_path / "t.jsonl", [{"ticket_no": "t1", "body": "good movie", "category": "pos"}])
     assert load_corpus(lines, {"id": "ticket_no", "text": "body", "label": "category"}).entries[0].label == "pos"
