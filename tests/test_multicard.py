@@ -125,3 +125,15 @@ def test_a_model_placed_across_two_cards_is_planned_only_on_a_lot_that_holds_bot
     # The key tells it from trials of the same machine that named no device (one card each, planned as two lots).
     write_run(tmp_path / "4090", "run-old", TWO_4090, None)
     assert len({row.key for row in rows_of(tmp_path / "4090").values()}) == 2
+
+
+def test_the_decision_page_names_the_card_used_and_the_lots_planned_for_it(tmp_path, cli):
+    from bs4 import BeautifulSoup
+
+    write_run(tmp_path / "runs", "run-one", TWO_4090, ["cuda:0"])
+    assert cli("build", "--runs", tmp_path / "runs", "--out", tmp_path / "site")[0] == 0
+    page = BeautifulSoup((tmp_path / "site" / "campaigns" / "cards" / "decision.html").read_text(encoding="utf-8"),
+                         "html.parser")
+    (row,) = page.select("#feasible table.decision tbody tr")
+    assert "1 of 2× NVIDIA GeForce RTX 4090" in row.get_text(" ", strip=True)
+    assert "planned for the 1 card(s) the trials used, not the measured machine's 2" in row.select_one("td.plan").get_text()
