@@ -74,6 +74,7 @@ def test_the_placement_is_read_strictly_and_only_a_declared_one_enters_the_finge
     for table, message in [
         ('\n[placement]\nmode = "across_cards"\ndevices = ["cuda:0", "cuda:1"]\ndevice_map = "auto"\n', "unknown key(s) device_map"),
         ('\n[placement]\nmode = "pooled"\n', "'pooled' is not one of one_card, across_cards"),
+        ('\n[placement]\nmode = "across_cards"\n', "devices: is required: the cards the model is placed across"),
         ('\n[placement]\nmode = "across_cards"\ndevices = ["cuda:0"]\n', "at least two: one card is mode = \"one_card\""),
         ('\n[placement]\nmode = "across_cards"\ndevices = ["cuda:0", "cuda:0"]\n', "different cards"),
         ('\n[placement]\nmode = "across_cards"\ndevices = ["gpu0", "gpu1"]\n', "must be a list of cards such as"),

@@ -23,7 +23,7 @@ def read_placement(table: Table, variants, kind: str) -> dict:
     placement = {"mode": table.get("mode", str, default=ONE_CARD, choices=MODES)}
     if placement["mode"] == ACROSS_CARDS:
         placement["devices"] = _devices(table)
-        if kind != "classify" and kind != "generate":
+        if kind not in ("classify", "generate"):
             table.note("mode", f"across_cards places a model for inference; a campaign whose [workload] kind is {kind!r} "
                                "trains on one card (leave [placement] out)")
         first = placement["devices"][0] if placement["devices"] else None
@@ -32,7 +32,7 @@ def read_placement(table: Table, variants, kind: str) -> dict:
                 table.note("devices", f"variant {variant.name} has device = {variant.device!r}, but its inputs go to the "
                                       f"first card of the placement, {first}: set its device to {first!r}")
     elif "devices" in table.data:
-        table.get("devices", list)
+        table.used.add("devices")
         table.note("devices", "one_card uses each variant's own device; devices belong to mode = \"across_cards\"")
     table.finish()
     return placement
@@ -41,6 +41,9 @@ def read_placement(table: Table, variants, kind: str) -> dict:
 def _devices(table: Table) -> list[str]:
     devices = table.data.get("devices")
     table.used.add("devices")
+    if devices is None:
+        table.note("devices", "is required: the cards the model is placed across, e.g. [\"cuda:0\", \"cuda:1\"]")
+        return []
     if not isinstance(devices, list) or not all(isinstance(d, str) and re.fullmatch(r"cuda:\d{1,4}", d) for d in devices):
         table.note("devices", f"must be a list of cards such as [\"cuda:0\", \"cuda:1\"], not {devices!r}")
         return []
