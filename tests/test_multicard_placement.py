@@ -107,7 +107,7 @@ def test_a_phase_across_cards_waits_for_every_card_and_records_each_cards_peaks_
     monkeypatch.setattr(trial, "_torch", lambda: SimpleNamespace(cuda=Cards(events=events)))
     clock_values = itertools.count(1_000, 4_000)
     monkeypatch.setattr(trial.time, "perf_counter_ns", lambda: events.append("timer") or next(clock_values))
-    clock = trial.PhaseClock("cuda:0", cards=("cuda:0", "cuda:1"))
+    clock = trial.PhaseClock.over("cuda:0", ("cuda:0", "cuda:1"))
     with clock.phase("measured_window"):
         events.append("work")
     assert events == ["synchronize cuda:0", "synchronize cuda:1", "reset cuda:0", "reset cuda:1", "timer", "work",

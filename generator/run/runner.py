@@ -305,7 +305,7 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
     """Execute one trial and append its record, whatever happened; RETRY_OF names the interrupted trial it runs again."""
     campaign, workload = prepared.campaign, prepared.workload
     trial_id = records.new_id("trial")
-    clock, got, status, error = PhaseClock(variant.device, cards=cards(variant, campaign.protocol)), Outcome(), "ok", None
+    clock, got, status, error = PhaseClock.over(variant.device, cards(variant, campaign.protocol)), Outcome(), "ok", None
     expected = len(prepared.corpus.entries) * workload.passes(campaign.protocol)  # a sampling pass per seed
     progress.start(f"{sequence}/{len(prepared.plan)} {variant.name} rep {repetition}", expected)
     try:

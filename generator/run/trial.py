@@ -89,7 +89,16 @@ class PhaseClock:
     phases: dict = field(default_factory=dict)
     current: str | None = None
     host_scope: str = HOST_RSS_PER_PHASE
-    cards: tuple[str, ...] = ()  # a model placed across cards: each one synchronised, reset and read apart (#44)
+    # A model placed across cards: each one synchronised, reset and read apart (#44). Not an argument: the public
+    # PhaseClock(device) keeps its signature; the runner builds a clock over several cards with PhaseClock.over.
+    cards: tuple[str, ...] = field(default=(), init=False)
+
+    @classmethod
+    def over(cls, device: str, cards: tuple[str, ...]) -> PhaseClock:
+        """Return a clock for a trial on DEVICE whose model is on CARDS (the device alone, or a placement's cards)."""
+        clock = cls(device)
+        clock.cards = tuple(cards)
+        return clock
 
     @property
     def cuda(self) -> bool:
