@@ -38,6 +38,7 @@ from iteralab.run.trial import (
     gpu_memory_context,
     out_of_memory_errors,
     release,
+    settled_heap,
 )
 from iteralab.run.workloads import WORKLOADS
 from iteralab.store import questions, reading, records
@@ -188,6 +189,7 @@ def _reference_from_records(prepared: Prepared, runs_dir: Path) -> dict | None:
     return None
 
 
+@settled_heap()
 def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RUNS, quiet: bool = False,
                  progress=None, rental_id: str | None = None, resume: bool = False, retry: bool = True,
                  warn=None, stages: bool = True, rerun_disturbed: bool = False) -> RunResult:
