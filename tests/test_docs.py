@@ -124,7 +124,7 @@ def _accepted_keys(tmp_path, monkeypatch) -> set[tuple[str, str]]:
 
     monkeypatch.setattr(tables.Table, "finish", noting)
     (tmp_path / "train.jsonl").write_text('{"id": "a", "text": "x", "label": "p"}\n', encoding="utf-8")
-    for kind, tables_of_kind in (("classify", "[protocol.disturbance]\n[decision]\n"),
+    for kind, tables_of_kind in (("classify", "[protocol.disturbance]\n[decision]\n[placement]\nmode = \"across_cards\"\n"),
                                  ("generate", "[generation]\n[generation.sampling]\n"),
                                  ("adapt", '[adaptation]\ntrain = "train.jsonl"\n[adaptation.lora]\n[decision]\n')):
         path = tmp_path / f"{kind}.toml"
