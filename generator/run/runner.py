@@ -15,13 +15,7 @@ from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.money.quantized import dynamic_int8_bytes
 from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, refuse_changed_protocol, rotation
 from iteralab.run.corpus import Corpus, load_corpus
-from iteralab.run.devices import (
-    apply_determinism,
-    check_determinism,
-    check_devices,
-    determinism,
-    initialise_devices,
-)
+from iteralab.run.devices import apply_determinism, check_determinism, check_devices, determinism, initialise_devices
 from iteralab.run.interference import Watch, busy_warnings
 from iteralab.run.machine import code_version, machine_facts, model_files
 from iteralab.run.placement import cards
