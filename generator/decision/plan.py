@@ -93,8 +93,9 @@ def project(row, question: Question, corpus_entries: int | None, lots: int) -> t
             return None
         per_lot = question.entries / corpus_entries  # one stream: more lots do not divide it
     else:
-        # Lots divide only independent corpora; a model is never split across cards.
-        per_lot = math.ceil((question.corpora or 1) / lots)
+        # Lots divide only independent corpora; a model is never split across cards. Measured one per card at the same
+        # time (per_card), each lot runs as many corpora at once as the set had cards, in its slowest card's window.
+        per_lot = math.ceil((question.corpora or 1) / (lots * ((row.together or {}).get("cards") or 1)))
     first, last = row.one_time_seconds
     return tuple((window * per_lot + once) / 3600 for window, once in ((low, first), (middle, (first + last) / 2), (high, last)))
 
@@ -130,6 +131,12 @@ def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catal
             reason = Text("no plan: {hardware}", hardware=configuration.hardware)
         return dataclasses.replace(row, lots=1, hours=project(row, question, corpus_entries, 1), plan_reason=reason,
                                    owned=True)
+    if row.together and card.cards_per_lot < configuration.cards:
+        # The cards were measured together on one machine (sharing its host): lots rented apart were never measured.
+        return dataclasses.replace(row, lots=1, hours=project(row, question, corpus_entries, 1), plan_reason=Text(
+            "no plan: one trial per card ran on {cards} cards of one machine at the same time, and a lot of {card} in "
+            "catalog {catalog} has {lot} card(s): lots rented apart were never measured together", cards=configuration.cards,
+            card=card.name, catalog=catalog.version, lot=card.cards_per_lot))
     if configuration.across and card.cards_per_lot < configuration.cards:
         # One model's parts talk over the machine's own links: lots rented apart are other machines (#44).
         return dataclasses.replace(row, lots=1, hours=project(row, question, corpus_entries, 1), plan_reason=Text(
@@ -141,9 +148,10 @@ def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catal
         row = dataclasses.replace(row, capacity_reason=Text("the catalog does not state {card}'s memory", card=card.name))
     # The cards the trials used, not the machine's: a card left idle measured nothing (a lot's price covers its cards).
     minimum = math.ceil(configuration.cards / card.cards_per_lot)
-    # More lots help only independent corpora, at most one corpus per lot (a stream's projection does not shrink with
+    # More lots help only independent corpora, at most one corpus per card of a lot (a stream's projection does not shrink with
     # lots, so the fewest that meet the limit are the minimum).
-    candidates = range(minimum, max(minimum, min(question.corpora or 1, MAX_LOTS)) + 1)
+    at_once = (row.together or {}).get("cards") or 1
+    candidates = range(minimum, max(minimum, min(math.ceil((question.corpora or 1) / at_once), MAX_LOTS)) + 1)
     limit = question.limit_hours
     lots = next((n for n in candidates if limit is not None and (p := project(row, question, corpus_entries, n))
                  and decimal_hours(p[2]) <= limit), minimum)
@@ -157,7 +165,8 @@ def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catal
         return dataclasses.replace(row, plan_reason=Text("catalog {catalog} lists no package for {card}",
                                                                       catalog=catalog.version, card=card.name))
     best, single = plans[0], single_package(plans)
-    cards = (configuration.cards_used, configuration.gpu_count) if configuration.cards_used is not None else (None, None)
+    fewer = configuration.cards_used is not None and configuration.cards_used < configuration.gpu_count
+    cards = (configuration.cards_used, configuration.gpu_count) if fewer else (None, None)
     return dataclasses.replace(row, plan=_plan(card, best, hours, catalog, cards,
                                                _plan(card, single, hours, catalog, cards) if best.explicit and single else None))
 

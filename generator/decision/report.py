@@ -11,6 +11,7 @@ from pathlib import Path
 from iteralab.core.errors import CampaignFailed, UserError, within_campaign
 from iteralab.core.language import Figure, Joined, Text
 from iteralab.core.paths import DEFAULT_RUNS
+from iteralab.decision import together
 from iteralab.decision.answer import answer
 from iteralab.decision.kinds import CORPUS, MODEL
 from iteralab.decision.plan import Plan, decimal_hours, plan_row
@@ -65,6 +66,8 @@ class Row:
     # CUDA's initialisation of each of its runs ({run_id, manifest_id, seconds, reason, recorded}), only where one of them
     # timed it (a row of runs that never did, or of manifests without the field, has none: nothing was counted)
     initialisation: tuple = ()
+    # One trial per card at the same time ([placement] per_card): the cards, the sets and their throughput (decision.together)
+    together: dict | None = None
 
     @property
     def feasible(self) -> bool:
@@ -213,6 +216,9 @@ def _conditions(row: Row, question: Question) -> list[str]:
         if mismatched:
             failed.append(Text("ids: {count} of {ok} successful trials did not return every id exactly once",
                                count=len(mismatched), ok=len(ok)))
+    if ok and row.together and not row.together["complete_sets"]:  # one card's window is never the set's (#44)
+        failed.append(Text("cards: no set where every card ended ok ({sets} recorded): nothing is projected from one card "
+                           "of a set", sets=row.together["sets"]))
     if row.hours is not None:
         longest = decimal_hours(row.hours[2])
         if question.window_hours is not None and longest > question.window_hours:
@@ -256,7 +262,8 @@ def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
     """Build the decision report of one campaign, from its trial table (built here unless given)."""
     question = question_of(view)
     corpus_entries = (view.corpus or {}).get("entries")
-    figures = _figures(trial_table(view) if table is None else table)
+    table = trial_table(view) if table is None else table
+    figures, measured = _figures(table), together.counted(table)
     links, problems = check_rentals(view)
     rows_by_run: dict[str, set] = {}
     delivered: dict[str, set] = {}
@@ -271,10 +278,11 @@ def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
     planned = []
     for summary in view.variants:
         found = figures.get(summary.key, {"statuses": {}, "window": (None, None, None), "one_time": (None, None)})
-        measured = Row(summary, found["statuses"], found["window"], found["one_time"],
-                       **_delivered(summary, question, delivered.get(summary.key, ())),
-                       initialisation=_initialised(summary, view.manifests))
-        planned.append(plan_row(measured, question, corpus_entries, catalog))
+        found = together.figures(summary, found, measured)  # per_card: a set's slowest card, never a card alone
+        row = Row(summary, found["statuses"], found["window"], found["one_time"],
+                  **_delivered(summary, question, delivered.get(summary.key, ())),
+                  initialisation=_initialised(summary, view.manifests), together=found.get("together"))
+        planned.append(plan_row(row, question, corpus_entries, catalog))
         for trial in summary.trials:
             rows_by_run.setdefault(trial["run_id"], set()).add(summary.key)
     rows = []

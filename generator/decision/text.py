@@ -7,6 +7,7 @@ import json
 from decimal import Decimal
 
 from iteralab.core.language import Figure, Joined, Text, said, say
+from iteralab.decision import together
 from iteralab.decision.answer import measure_price
 from iteralab.decision.kinds import MODEL, kind_line, kind_of_work
 from iteralab.decision.plan import span_range
@@ -86,8 +87,8 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
             "lots": row.lots, "projected_hours": hours, "projection_reason": None if hours else "no successful trial to project from",
             "planned": plan_dict(row.plan),
             "planned_reason": row.plan_reason, **_observed_and_other(row),
-            "feasible": row.feasible, "conditions_failed": list(row.conditions), **_tokens(row), **_adapted(row), **_initialisation(row),
-        }
+            "feasible": row.feasible, "conditions_failed": list(row.conditions), **_tokens(row), **_adapted(row),
+            **_initialisation(row), **_together(row)}
 
     return {
         "campaign": report.campaign, "title": report.title, "catalog_version": report.catalog_version,
@@ -221,6 +222,19 @@ def adaptation_line(row: Row) -> str | None:
              else say(measured["host_peak_rss_bytes"]["reason"]))
 
 
+def _together(row: Row) -> dict:
+    """Return a row measured one trial per card at the same time: its cards, its sets, each set's throughput (entries
+    per second over its slowest card's window) and how it was counted; nothing for any other row."""
+    found = row.together
+    if not found:
+        return {}
+    rate = found["throughput"]
+    return {"per_card": {"cards": found["cards"], "sets": found["sets"], "complete_sets": found["complete_sets"],
+                         "set_throughput_entries_per_s": None if rate is None else
+                         {key: round(value, 6) for key, value in zip(("min", "median", "max"), rate, strict=True)},
+                         "how": found["how"]}}
+
+
 def _median(spread: dict, digits: int) -> str:
     return say(Figure(spread["median"], digits, grouped=False)) if spread["median"] is not None else say(spread["reason"])
 
@@ -294,8 +308,8 @@ def describe_report(report: Report) -> str:
                     if row.observed_spend is not None else say(row.observed_reason))
         lines.append(f"{rank:>3}. {row.label}")
         lines.append("     " + _per_unit(row, observed))
-        lines += ["     " + line for line in (tokens_line(row), adaptation_line(row), initialisation_line(row))
-                  if line is not None]
+        lines += ["     " + say(line) for line in (tokens_line(row), adaptation_line(row), initialisation_line(row),
+                                                     together.describe(row.together)) if line is not None]
         if row.other_items:
             other = (_("{amount} {currency}", amount=row.other_costs, currency=row.other_currency)
                      if row.other_costs is not None else say(row.other_reason))

@@ -7,7 +7,7 @@ import time
 
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
-from iteralab.run.placement import cards
+from iteralab.run.placement import PER_CARD, declared_cards, placement_of
 
 # cuBLAS gives reproducible results under torch.use_deterministic_algorithms only with one of these workspaces.
 CUBLAS_WORKSPACES = (":4096:8", ":16:8")
@@ -26,7 +26,7 @@ INITIALISATION = Text("torch.cuda.init() and the first synchronisation of each d
 
 def initialise_devices(campaign, cuda=None, clock=time.perf_counter_ns) -> dict:
     """Time CUDA's initialisation on the devices the variants use, once, before the checks and the manifest touch them."""
-    used = sorted({_index(card) for variant in campaign.variants for card in cards(variant, campaign.protocol)})
+    used = sorted({_index(card) for variant in campaign.variants for card in declared_cards(variant, campaign.protocol)})
     if not used:
         return {"duration_ns": None, "devices": [], "reason": Text("no variant runs on a GPU")}
     cuda = cuda or _torch_cuda()
@@ -57,7 +57,7 @@ def device_findings(campaign, cuda=None) -> list[dict]:
     findings = []
     for variant in campaign.variants:
         problem = None
-        placed = cards(variant, campaign.protocol)
+        placed = declared_cards(variant, campaign.protocol)
         missing = [card for card in placed if _index(card) >= count]
         if variant.device.startswith("cuda"):
             if not available:
@@ -67,7 +67,8 @@ def device_findings(campaign, cuda=None) -> list[dict]:
                 problem = (f"{campaign.source}: variant {variant.name} asks for {variant.device}, but this machine has "
                            f"{count} CUDA device(s): {there}; set device to one of them (nothing was timed)")
             elif missing:  # a model placed across cards needs every one of them (#44)
-                problem = (f"{campaign.source}: [placement] places variant {variant.name} across {', '.join(placed)}, but "
+                how = "runs variant {} on each of" if placement_of(campaign.protocol)["mode"] == PER_CARD else "places variant {} across"
+                problem = (f"{campaign.source}: [placement] {how.format(variant.name)} {', '.join(placed)}, but "
                            f"this machine has {count} CUDA device(s): {there}; {', '.join(missing)} is missing (nothing was "
                            "timed)")
         findings.append({"variant": variant.name, "device": variant.device, "found": problem is None,

@@ -12,16 +12,19 @@ import re
 
 from iteralab.run.tables import Table
 
-ONE_CARD, ACROSS_CARDS = "one_card", "across_cards"
-MODES = (ONE_CARD, ACROSS_CARDS)
+ONE_CARD, ACROSS_CARDS, PER_CARD = "one_card", "across_cards", "per_card"
+MODES = (ONE_CARD, ACROSS_CARDS, PER_CARD)
 MAX_CARDS = 64
 DEFAULT = {"mode": ONE_CARD}
 
 
 def read_placement(table: Table, variants, kind: str) -> dict:
-    """Read [placement]: mode one_card (the default, as before it existed) or across_cards with its devices."""
+    """Read [placement]: mode one_card (the default, as before it existed), across_cards or per_card with its devices."""
     placement = {"mode": table.get("mode", str, default=ONE_CARD, choices=MODES)}
-    if placement["mode"] == ACROSS_CARDS:
+    if placement["mode"] == PER_CARD:
+        placement["devices"] = _devices(table)
+        _per_card_notes(table, variants, kind, placement["devices"])
+    elif placement["mode"] == ACROSS_CARDS:
         placement["devices"] = _devices(table)
         if kind not in ("classify", "generate"):
             table.note("mode", f"across_cards places a model for inference; a campaign whose [workload] kind is {kind!r} "
@@ -33,16 +36,36 @@ def read_placement(table: Table, variants, kind: str) -> dict:
                                       f"first card of the placement, {first}: set its device to {first!r}")
     elif "devices" in table.data:
         table.used.add("devices")
-        table.note("devices", "one_card uses each variant's own device; devices belong to mode = \"across_cards\"")
+        table.note("devices", "one_card uses each variant's own device; devices belong to mode = \"across_cards\" or "
+                              "\"per_card\"")
     table.finish()
     return placement
+
+
+def _per_card_notes(table: Table, variants, kind: str, devices: list[str]) -> None:
+    """Refuse, before any timing, what one trial per card at the same time cannot honour."""
+    if kind not in ("classify", "generate"):
+        table.note("mode", f"per_card runs inference on every card at once; a campaign whose [workload] kind is {kind!r} "
+                           "trains on one card (leave [placement] out)")
+    for variant in variants:
+        if not variant.device.startswith("cuda"):
+            table.note("devices", f"variant {variant.name} has device = {variant.device!r}: per_card runs each variant on "
+                                  "every declared card, so its device must be the first of them")
+        elif devices and _index(variant.device) != _index(devices[0]):
+            table.note("devices", f"variant {variant.name} has device = {variant.device!r}; per_card runs it on every "
+                                  f"declared card and records it under the first: set its device to {devices[0]!r}")
+        if variant.compile:
+            # TorchDynamo compiles under process-wide state: two threads compiling at once is not supported.
+            table.note("devices", f"variant {variant.name} has compile = true: torch.compile cannot run in the set's "
+                                  "threads at the same time; set compile = false, or use mode = \"one_card\"")
 
 
 def _devices(table: Table) -> list[str]:
     devices = table.data.get("devices")
     table.used.add("devices")
     if devices is None:
-        table.note("devices", "is required: the cards the model is placed across, e.g. [\"cuda:0\", \"cuda:1\"]")
+        table.note("devices", "is required: the cards the model is placed across (across_cards) or each runs a trial "
+                              "(per_card), e.g. [\"cuda:0\", \"cuda:1\"]")
         return []
     if not isinstance(devices, list) or not all(isinstance(d, str) and re.fullmatch(r"cuda:\d{1,4}", d) for d in devices):
         table.note("devices", f"must be a list of cards such as [\"cuda:0\", \"cuda:1\"], not {devices!r}")
@@ -71,11 +94,16 @@ def describe(protocol: dict) -> list[str]:
         return [f"Placement: one model across {', '.join(placement['devices'])} (transformers' device_map \"balanced\" "
                 "through accelerate, checked after loading: a card left without a part is refused; each card's peak "
                 "memory recorded apart)"]
+    if placement["mode"] == PER_CARD:
+        return [f"Placement: one trial per card on {', '.join(placement['devices'])} at the same time (a thread and a model "
+                "copy per card, each on its own copy of the corpus, timed on its own card, its memory recorded apart); "
+                "a set interrupted on any card runs again whole"]
     return ["Placement: one card per trial (each variant's device)"]
 
 
 def cards_of(device: str, protocol: dict) -> tuple[str, ...]:
-    """Return the cards a trial on DEVICE uses: the placement's across cards, else DEVICE itself (none on a CPU)."""
+    """Return the cards a trial on DEVICE uses: the placement's across cards, else DEVICE itself (none on a CPU; per_card:
+    its own card, the trial's DEVICE)."""
     if not device.startswith("cuda"):
         return ()
     placement = placement_of(protocol)
@@ -85,6 +113,14 @@ def cards_of(device: str, protocol: dict) -> tuple[str, ...]:
 def cards(variant, protocol: dict) -> tuple[str, ...]:
     """Return the cards a trial of VARIANT uses."""
     return cards_of(variant.device, protocol)
+
+
+def declared_cards(variant, protocol: dict) -> tuple[str, ...]:
+    """Return every card a variant's trials need on this machine: per_card's declared cards, else its trial's cards."""
+    placement = placement_of(protocol)
+    if placement["mode"] == PER_CARD and variant.device.startswith("cuda"):
+        return tuple(placement["devices"])
+    return cards(variant, protocol)
 
 
 def devices_used(cards: tuple[str, ...]) -> list[str]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
-from iteralab.run.placement import cards_of, devices_used
+from iteralab.run.placement import PER_CARD, cards_of, devices_used, placement_of
 from iteralab.store import records
 from iteralab.store.configuration import configuration_of
 from iteralab.store.disturbance import rerun_targets
@@ -57,12 +57,32 @@ def _state(manifest: dict, existing: list[dict], retry: bool, rerun_disturbed: b
         if (record["kind"] == "start" or record["status"] == "interrupted") and trial_id not in superseded:
             interrupted[record["sequence"]] = trial_id
     finished = {t["sequence"] for t in trials.values() if t["status"] != "interrupted"}
+    if placement_of(manifest["protocol"])["mode"] == PER_CARD:
+        _whole_sets(manifest, trials, starts, finished, interrupted)
     if rerun_disturbed:  # the latest attempt of a repetition was disturbed: measured again, naming it (#49)
         again = rerun_targets(manifest, trials.values(), superseded)
         finished -= set(again)
         interrupted.update(again)
     return Resumption(manifest, plan, finished, in_flight,
                       {sequence: trial for sequence, trial in interrupted.items() if sequence not in finished}, retry)
+
+
+def _whole_sets(manifest: dict, trials: dict, starts: list[dict], finished: set, interrupted: dict) -> None:
+    """Under per_card, a step is finished only when its latest set ended on every card; else the set runs again whole."""
+    cards = len(manifest["protocol"]["placement"]["devices"])
+    latest: dict[int, tuple] = {}  # sequence -> (when the set started, its id)
+    for start in starts:
+        found = start.get("per_card") or {}
+        if found.get("set") and (start["sequence"] not in latest or start["created_at"] > latest[start["sequence"]][0]):
+            latest[start["sequence"]] = (start["created_at"], found["set"])
+    for sequence, (_, group) in latest.items():
+        ended = [t for t in trials.values() if (t.get("per_card") or {}).get("set") == group]
+        if len(ended) == cards and all(trial["status"] != "interrupted" for trial in ended):
+            finished.add(sequence)
+            interrupted.pop(sequence, None)
+        else:  # a card left without its record, or interrupted: none of the set's windows overlapped a whole set's
+            finished.discard(sequence)
+            interrupted[sequence] = group
 
 
 def find_resumable(campaign, existing: list[dict], fingerprint: str, environment: dict, *, retry: bool = True,
@@ -153,6 +173,9 @@ def interrupted_row(manifest: dict, start: dict, now: str) -> dict:
         corpus_accepted=False, throughput_entries_per_s=None)
     if start.get("retry_of"):
         record["retry_of"] = start["retry_of"]
+    if start.get("per_card"):  # one card of a set: its own card, the set's cards as the configuration (run.per_card)
+        record["per_card"] = start["per_card"]
+        record["memory"] = {"device": start["per_card"]["card"], "devices_used": list(start["per_card"]["cards"])}
     record["record_id"] = start["trial_id"]
     return record
 

@@ -13,6 +13,7 @@ from iteralab.core.files import copy_atomically, writing
 from iteralab.core.language import Text
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.money.quantized import dynamic_int8_bytes
+from iteralab.run import per_card
 from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, refuse_changed_protocol, rotation
 from iteralab.run.corpus import Corpus, load_corpus
 from iteralab.run.devices import apply_determinism, check_determinism, check_devices, determinism, initialise_devices
@@ -234,11 +235,11 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
                 result.records_file = signals.append(runs_dir, result.resumed)
             else:
                 result.records_file = signals.append(runs_dir, manifest)
-            for sequence, name, repetition, retry_of in steps:
-                trial = execute(prepared, runs_dir, manifest, campaign.variant(name), repetition, sequence, signals, progress,
-                                retry_of=retry_of)
-                result.trials.append(trial)
-                if trial["status"] == "interrupted":
+            for sequence, name, repetition, retry_of in steps:  # a step is one trial, or a set of one per card (#44)
+                step = per_card.run_step(execute, prepared, runs_dir, manifest, campaign.variant(name), repetition, sequence,
+                                         signals, progress, retry_of=retry_of)
+                result.trials += step
+                if any(trial["status"] == "interrupted" for trial in step):
                     result.interrupted = True
                     break
         except Interrupted:

@@ -72,8 +72,10 @@ def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: s
     if trial["record_id"] in view.excluded:
         exclusion = exclusions[view.excluded[trial["record_id"]]]
         parts.append(f'<p class="warning">{fill(w["excluded"], record=exclusion["record_id"], at=moment(exclusion["created_at"], code), rule=exclusion["rule"])}</p>')
+    if isinstance(trial.get("per_card"), dict):
+        parts.append(_per_card(trial, trial_id, w))
     rows = trial_rows(trial, code, words["phase_word"])
-    parts += ["\n", _phases(trial, trial_id, rows, w, code), "\n"]
+    parts += ["\n", _phases(trial, trial_id, rows, w, code), "\n", _cards(trial, trial_id, rows["phase_names"], w, code)]
     if trial.get(generation.BLOCK):
         parts += [trial_figures(trial, trial_id, w["generation"], code), "\n"]
     if trial.get(adapted.BLOCK):
@@ -110,6 +112,35 @@ def _phases(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
             f'  <tbody>{body}</tbody>\n</table>\n</div>\n'
             f'<p><small>{w["rss"]}: {escape(say_value(scope, code)) if scope else fmt(None, code=code)}.</small></p>\n'
             f'{w["initialisation"].get(trial.get("manifest_id"), "")}{derived}</section>\n')
+
+
+def _per_card(trial: dict, trial_id: str, w: dict) -> str:
+    """Say which card of a set (one trial per card at the same time) this trial ran on, and the set it belongs to."""
+    found = trial["per_card"]
+    others = ", ".join(str(card) for card in found.get("cards") or () if card != found.get("card"))
+    return (f'<p id="{trial_id}-per-card" class="per-card">'
+            f'{fill(w["per_card"], card=str(found.get("card")), others=others, set=str(found.get("set")))}</p>\n')
+
+
+def _cards(trial: dict, trial_id: str, names: dict, w: dict, code: str) -> str:
+    """Return each card's peaks per phase, one column pair per card, where the phases kept them apart (gpu_cards)."""
+    phases = [(name, phase["gpu_cards"]) for name, phase in trial["phases"].items()
+              if isinstance(phase, dict) and isinstance(phase.get("gpu_cards"), dict)]
+    if not phases:
+        return ""
+    cards = list(dict.fromkeys(card for _, each in phases for card in each))
+    head = "".join(f'<th scope="col">{escape(card)} · {w["allocated"]}</th><th scope="col">{escape(card)} · {w["reserved"]}</th>'
+                   for card in cards)
+    body = "".join(
+        f'<tr><th scope="row">{names.get(name) or escape(name)}</th>'
+        + "".join(cell((each.get(card) or {}).get(key), "bytes", w["not_on_card"], code)
+                  for card in cards for key in ("gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes")) + "</tr>\n"
+        for name, each in phases)
+    return (f'<section id="{trial_id}-cards">\n<h3>{w["cards"]}</h3>\n'
+            f'<div class="scroll" tabindex="0" role="region" aria-label="{fill(w["cards_of"], trial=trial["record_id"])}">\n'
+            f'<table class="cards">\n  <caption>{w["cards_caption"]}</caption>\n'
+            f'  <thead><tr><th scope="col">{w["phase"]}</th>{head}</tr></thead>\n  <tbody>{body}</tbody>\n</table>\n</div>\n'
+            '</section>\n')
 
 
 def _quality(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
