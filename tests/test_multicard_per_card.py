@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import threading
 from decimal import Decimal
 from types import SimpleNamespace
@@ -72,7 +74,7 @@ class Torch:
 @pytest.fixture
 def two_cards(monkeypatch):
     """Stand in for a machine with two B200 cards; the model's work runs on the CPU; return what the cards saw."""
-    seen = SimpleNamespace(events=[], windows=[], barrier=None, failing=None)
+    seen = SimpleNamespace(events=[], windows=[], barrier=None, failing=None, interrupt=False)
     cuda = Machine(seen.events)
     stand_in = Torch(cuda)
     monkeypatch.setattr(trial, "_torch", lambda: stand_in)
@@ -96,6 +98,10 @@ def two_cards(monkeypatch):
                 if name == "measured_window" and seen.barrier:
                     seen.barrier.wait()  # every card inside its window at once: one card after the other breaks it
                     seen.windows.append(card)
+                if name == "measured_window" and seen.interrupt:
+                    if card == "cuda:0":
+                        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: the handler runs in the main thread
+                    assert progress.stop.wait(60)  # every card's next batch comes after the main thread heard it
                 yield
 
         clock.phase = meeting
@@ -296,3 +302,16 @@ def test_sets_measured_on_two_cards_are_never_planned_on_lots_of_one_card(tmp_pa
     assert row.together["throughput"] == (5.0, 5.0, 5.0)  # 2 × 100 entries over 40 s
     assert row.plan is None and row.plan_reason.startswith(
         "no plan: one trial per card ran on 2 cards of one machine at the same time, and a lot of RTX 4090")
+
+
+def test_ctrl_c_stops_every_card_of_the_set_at_its_next_batch_and_the_run_stops(tiny_campaign, tmp_path, two_cards):
+    two_cards.interrupt, two_cards.barrier = True, threading.Barrier(2, timeout=60)  # both in their windows at Ctrl-C
+    campaign = declared(tiny_campaign(name="sets", batch_sizes=(1,), repetitions=2), PER_CARD)
+    result = run_campaign(campaign_file=campaign, runs_dir=tmp_path / "runs", quiet=True, stages=False)
+    assert result.interrupted and len(result.trials) == 2  # the second set never started
+    assert {(t["per_card"]["card"], t["status"], t["error"], t["failed_phase"]) for t in result.trials} == {
+        ("cuda:0", "interrupted", "received SIGINT", "measured_window"),
+        ("cuda:1", "interrupted", "received SIGINT", "measured_window")}
+    two_cards.interrupt = False
+    resumed = run_campaign(campaign_file=campaign, runs_dir=tmp_path / "runs", quiet=True, stages=False, resume=True)
+    assert [t["status"] for t in resumed.trials] == ["ok"] * 4  # the interrupted set again, whole, then the second

@@ -51,13 +51,16 @@ class CardWriter:
 
     def __init__(self, signals, lock: threading.Lock, fields: dict, cards: list[str]):
         self.signals, self.lock, self.fields, self.cards = signals, lock, fields, cards
+        self.trial = None  # the card's trial record, once written: a signal delivered as it is written still returns it
 
     def append(self, runs_dir, record: dict):
         record["per_card"] = dict(self.fields)
-        if record["kind"] == "trial" and record["memory"].get("devices_used"):
-            # The configuration is the set's cards (store.configuration: "2 of 2×"); the trial's own is per_card.card.
-            record["memory"]["devices_used"] = list(self.cards)
-            record["memory"]["host_rss_scope"] = HOST_SHARED
+        if record["kind"] == "trial":
+            self.trial = record
+            if record["memory"].get("devices_used"):
+                # The configuration is the set's cards (store.configuration); the trial's own card is per_card.card.
+                record["memory"]["devices_used"] = list(self.cards)
+                record["memory"]["host_rss_scope"] = HOST_SHARED
         with self.lock:
             return self.signals.append(runs_dir, record)
 
@@ -115,15 +118,14 @@ def run_step(execute, prepared, runs_dir, manifest, variant, repetition: int, se
         except Interrupted as exc:  # delivered while this card appended its record: the others stop at their next batch
             why.append(exc.args[0])
             stop.set()
-        except BaseException as exc:
+            if writer.trial is not None:  # written before the signal was delivered: the set's row all the same
+                trials[card] = writer.trial
+        except BaseException as exc:  # what escaped the trial's own recording: raised again in the main thread, never lost
             failures[card] = exc
             stop.set()
 
     progress.start(f"{sequence}/{len(prepared.plan)} {variant.name} rep {repetition} on {', '.join(cards)}", 0)
-    threads = [threading.Thread(target=one, args=(card,), name=f"iteralab-{card}") for card in cards]
-    for thread in threads:
-        thread.start()
-    _wait(threads, stop, why)
+    _wait([threading.Thread(target=one, args=(card,), name=f"iteralab-{card}") for card in cards], stop, why)
     progress.done(", ".join(f"{card} {trials[card]['status']}" for card in cards if card in trials))
     if failures:
         raise next(iter(failures.values()))
@@ -133,8 +135,17 @@ def run_step(execute, prepared, runs_dir, manifest, variant, repetition: int, se
 
 
 def _wait(threads, stop: threading.Event, why: list) -> None:
-    """Wait for every card; a signal to the main thread stops each card at its next batch and still waits for its record."""
-    for thread in threads:
+    """Start every card and wait for it; a signal to the main thread stops each card at its next batch (one not started
+    yet never starts) and still waits for each started card's record."""
+    started = []
+    try:
+        for thread in threads:
+            thread.start()
+            started.append(thread)
+    except Interrupted as exc:
+        why.append(exc.args[0])
+        stop.set()
+    for thread in started:
         while thread.is_alive():
             try:
                 thread.join(WAIT_S)
