@@ -6,6 +6,7 @@ ended in a traceback after its trials; it also installed a top-level module name
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -72,29 +73,44 @@ def test_the_wheel_installs_and_builds_bundles_and_verifies_a_real_run_outside_t
     assert cli("run", tiny_campaign(repetitions=1, batch_sizes=(1, 4)), "--runs", work / "runs", "--quiet")[0] == 0
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"} | {"HF_HUB_OFFLINE": "1"}
 
-    def iteralab(*args):
-        result = subprocess.run([str(venv / "bin" / "iteralab"), *map(str, args)], cwd=work, env=env, capture_output=True,
-                                text=True, timeout=300)
+    def run(*command, stdin=None):
+        result = subprocess.run([str(venv / "bin" / command[0]), *map(str, command[1:])], cwd=work, env=env, input=stdin,
+                                capture_output=True, text=True, timeout=300)
         assert result.returncode == 0 and "Traceback" not in result.stderr, result.stdout + result.stderr
         return result.stdout
 
+    # The wheel's console script, once; the other commands run in one interpreter of the fresh venv, one main() call
+    # each, as the script calls it: seven interpreters importing the same modules again cost seconds of the suite (#50).
+    assert "0 problems" in run("iteralab", "check", "runs")
+    commands = [["qualify", "qualification", "--runs", "runs"], ["notebook", "nb"],
+                ["build", "--runs", "runs", "--out", "site", "--lang", "en", "--lang", "id"],
+                ["decide", "tiny", "--runs", "runs", "--lang", "id"], ["bundle", "tiny", "-o", "evidence.zip", "--runs", "runs"],
+                ["verify", "evidence.zip"]]
+    # The driver first says where iteralab was imported from and whether a 'generator' module exists, and installs the
+    # demo's example sheets.
+    driver = ("import contextlib, importlib.util, io, json, pathlib, sys\nimport iteralab\nfrom iteralab.cli import main\n"
+              "from iteralab.demo import install_example_sheets\ninstall_example_sheets(pathlib.Path('qualification'))\n"
+              "said = [[iteralab.__file__, str(importlib.util.find_spec('generator'))]]\n"
+              "for args in json.loads(sys.stdin.read()):\n"
+              "    out = io.StringIO()\n"
+              "    with contextlib.redirect_stdout(out):\n"
+              "        code = main(args)\n"
+              "    said.append([code, out.getvalue()])\n"
+              "print(json.dumps(said))\n")
+    where, *said = json.loads(run("python", "-c", driver, stdin=json.dumps(commands)))
     # The wheel's package is the one imported, there is no 'generator' module, and the demo's example sheets install.
-    probe = ("import importlib.util, pathlib, iteralab; from iteralab.demo import install_example_sheets; "
-             "install_example_sheets(pathlib.Path('qualification')); print(iteralab.__file__, importlib.util.find_spec('generator'))")
-    where = subprocess.run([str(venv / "bin" / "python"), "-c", probe], cwd=work, env=env, capture_output=True, text=True)
-    assert where.returncode == 0, where.stderr
-    assert Path(where.stdout.split()[0]).is_relative_to(venv) and where.stdout.split()[1] == "None"
+    assert Path(where[0]).is_relative_to(venv) and where[1] == "None"
     assert sorted(path.name for path in (work / "qualification").glob("*.toml")) == ["demo-rtx-4090.toml", "demo-rtx-6000-ada.toml"]
-    assert "RTX 4090, 1 lot, 2 consecutive 3-day periods" in iteralab("qualify", "qualification", "--runs", "runs")
-    assert "0 problems" in iteralab("check", "runs")
-    iteralab("notebook", "nb")  # the lab notebook, from the wheel's package data (#50)
+    said = dict(zip((args[0] for args in commands), said, strict=True))
+    assert all(code == 0 for code, _ in said.values()), said
+    assert "RTX 4090, 1 lot, 2 consecutive 3-day periods" in said["qualify"][1]
+    # The lab notebook, from the wheel's package data (#50).
     assert (work / "nb" / "lab.ipynb").read_bytes() == (ROOT / "generator" / "data" / "notebook" / "lab.ipynb").read_bytes()
-    assert "Site:" in iteralab("build", "--runs", "runs", "--out", "site", "--lang", "en", "--lang", "id")
+    assert "Site:" in said["build"][1]
     for page in ("index.html", "catalog.html", "campaigns/tiny/index.html", "campaigns/tiny/decision.html", "assets/style.css"):
         assert (work / "site" / page).is_file(), page
     # The compiled catalog ships in the wheel (#23): the Indonesian pages and the answer are in Bahasa Indonesia.
     assert '<html lang="id">' in (work / "site" / "id" / "campaigns" / "tiny" / "decision.html").read_text(encoding="utf-8")
     assert "Kampanye benchmark" in (work / "site" / "id" / "index.html").read_text(encoding="utf-8")
-    assert iteralab("decide", "tiny", "--runs", "runs", "--lang", "id").startswith("Laporan keputusan untuk tiny")
-    iteralab("bundle", "tiny", "-o", "evidence.zip", "--runs", "runs")
-    assert "valid" in iteralab("verify", "evidence.zip")
+    assert said["decide"][1].startswith("Laporan keputusan untuk tiny")
+    assert "valid" in said["verify"][1]

@@ -49,7 +49,7 @@ def _text(cell) -> str:
 
 
 @pytest.mark.slow
-def test_the_notebook_runs_top_to_bottom_with_a_real_kernel(tmp_path, monkeypatch):
+def test_the_notebook_runs_top_to_bottom_with_a_real_kernel(tmp_path, monkeypatch, cli):
     shutil.copytree(FIXTURE, tmp_path / "runs")  # RUNS = "runs", read from the kernel's working folder
     cells = {cell.id: cell for cell in _execute(_read(), tmp_path, monkeypatch).cells if cell.cell_type == "code"}
     assert all(output.get("output_type") != "error" for cell in cells.values() for output in cell.outputs)
@@ -62,9 +62,9 @@ def test_the_notebook_runs_top_to_bottom_with_a_real_kernel(tmp_path, monkeypatc
     assert "median_s" in _text(cells["batch"]) and "spread" in _text(cells["batch"])
     ranking = _text(cells["ranking"])
     # The decision's order over the fixture's three configurations, as `iteralab decide --json` ranks them.
-    decided = json.loads(subprocess.run([sys.executable, "-m", "iteralab", "decide", "demo-rotten-tomatoes", "--runs",
-                                         str(FIXTURE), "--json"], capture_output=True, text=True, check=True,
-                                        env={**os.environ, "HF_HUB_OFFLINE": "1"}).stdout)
+    code, out, err = cli("decide", "demo-rotten-tomatoes", "--runs", FIXTURE, "--json")
+    assert code == 0, err
+    decided = json.loads(out)
     order = [entry["configuration"] for entry in decided["ranked"]]
     assert len(order) == 3 and all(name in ranking for name in order)
     assert [ranking.index(name) for name in order] == sorted(ranking.index(name) for name in order)
@@ -73,26 +73,23 @@ def test_the_notebook_runs_top_to_bottom_with_a_real_kernel(tmp_path, monkeypatc
 
 
 @pytest.mark.slow
-def test_the_records_section_is_skipped_when_runs_holds_no_records(tmp_path, monkeypatch):
-    notebook = _read()
-    # The setup cell and the records section alone: the lab sections have their own test above.
-    keep = {"setup", "records-md", "open", "ranking", "chart"}
-    notebook.cells = [cell for cell in notebook.cells if cell.id in keep]
-    cells = {cell.id: cell for cell in _execute(notebook, tmp_path, monkeypatch).cells if cell.cell_type == "code"}
-    assert "No records in 'runs': this section is skipped" in _text(cells["open"])
-    assert cells["ranking"].outputs == [] and cells["chart"].outputs == []
-
-
-@pytest.mark.slow
-def test_a_cell_that_raises_fails_the_run(tmp_path, monkeypatch):
+def test_the_records_section_is_skipped_without_records_and_a_cell_that_raises_fails_the_run(tmp_path, monkeypatch):
+    """One kernel for both (a kernel's start is most of each): the setup cell and the records section alone (the lab
+    sections have their own test above), then a cell that raises, which must fail the run after the others ran."""
     import nbformat
     from nbclient.exceptions import CellExecutionError
 
     notebook = _read()
-    notebook.cells.insert(2, nbformat.v4.new_code_cell('raise RuntimeError("a cell of the lab notebook failed")'))
-    notebook.cells = notebook.cells[:3]  # setup, its heading, the raising cell: nothing after it would run anyway
+    keep = {"setup", "records-md", "open", "ranking", "chart"}
+    notebook.cells = [cell for cell in notebook.cells if cell.id in keep]
+    notebook.cells.append(nbformat.v4.new_code_cell('raise RuntimeError("a cell of the lab notebook failed")'))
     with pytest.raises(CellExecutionError, match="a cell of the lab notebook failed"):
         _execute(notebook, tmp_path, monkeypatch)
+    # The client fills each cell's outputs as it runs it: the ones before the raising cell ran and are kept.
+    cells = {cell.id: cell for cell in notebook.cells if cell.cell_type == "code"}
+    assert "No records in 'runs': this section is skipped" in _text(cells["open"])
+    assert cells["ranking"].outputs == [] and cells["chart"].outputs == []
+    assert cells["setup"].outputs is not None and cells["setup"].execution_count is not None
 
 
 def test_the_repository_notebook_is_stored_without_outputs():
