@@ -199,7 +199,9 @@ def test_the_decision_counts_whole_sets_over_their_slowest_card_and_plans_a_lot_
     (ranked,) = report_dict(report)["ranked"]
     assert (ranked["per_card"]["cards"], ranked["per_card"]["complete_sets"]) == (2, 2)
     assert ranked["per_card"]["set_throughput_entries_per_s"]["min"] == pytest.approx(2 * entries / slowest[1], rel=1e-5)
-    assert "2 cards at the same time, one corpus each: median" in describe_report(report)
+    text = describe_report(report)
+    assert "2 cards at the same time, one corpus each: median" in text
+    assert "s per set of 2 corpora (its slowest card's window)" in text and " s per corpus;" not in text
 
 
 def test_the_projection_runs_two_corpora_per_round_of_a_set():

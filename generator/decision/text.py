@@ -358,6 +358,12 @@ def _per_unit(row: Row, observed: str) -> str:
                  "cost per validated model {cost}", median=Figure(row.window_seconds[1], 3, grouped=False),
                  span=span_range(row.hours), where=_on_lots(row), planned=planned_text(row), observed=observed,
                  models=row.deliverables, model=model, cost=cost)
+    if row.together and row.window_seconds[1] is not None:  # one per card at once: a set's corpora in its slowest window
+        return _("median {median} s per set of {cards} corpora (its slowest card's window); projected {span} {where}; "
+                 "planned {planned}; observed {observed}; deliverables {deliverables}",
+                 median=Figure(row.window_seconds[1], 3, grouped=False), cards=row.together["cards"],
+                 span=span_range(row.hours), where=_on_lots(row), planned=planned_text(row), observed=observed,
+                 deliverables=row.deliverables)
     return _("median {median} s per corpus; projected {span} {where}; planned {planned}; observed {observed}; deliverables "
              "{deliverables}", median=Figure(row.summary.median, 3, grouped=False), span=span_range(row.hours),
              where=_on_lots(row), planned=planned_text(row), observed=observed, deliverables=row.deliverables)

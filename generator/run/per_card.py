@@ -109,6 +109,8 @@ def run_step(execute, prepared, runs_dir, manifest, variant, repetition: int, se
     trials: dict[str, dict] = {}
     failures: dict[str, BaseException] = {}
 
+    ended = {card: threading.Event() for card in cards}
+
     def one(card: str):
         writer = CardWriter(signals, lock, {"set": group, "card": card, "cards": cards, **again}, cards)
         try:
@@ -123,9 +125,11 @@ def run_step(execute, prepared, runs_dir, manifest, variant, repetition: int, se
         except BaseException as exc:  # what escaped the trial's own recording: raised again in the main thread, never lost
             failures[card] = exc
             stop.set()
+        finally:
+            ended[card].set()
 
     progress.start(f"{sequence}/{len(prepared.plan)} {variant.name} rep {repetition} on {', '.join(cards)}", 0)
-    _wait([threading.Thread(target=one, args=(card,), name=f"iteralab-{card}") for card in cards], stop, why)
+    _wait({card: threading.Thread(target=one, args=(card,), name=f"iteralab-{card}") for card in cards}, ended, stop, why)
     progress.done(", ".join(f"{card} {trials[card]['status']}" for card in cards if card in trials))
     if failures:
         raise next(iter(failures.values()))
@@ -134,21 +138,21 @@ def run_step(execute, prepared, runs_dir, manifest, variant, repetition: int, se
     return [trials[card] for card in cards if card in trials]
 
 
-def _wait(threads, stop: threading.Event, why: list) -> None:
-    """Start every card and wait for it; a signal to the main thread stops each card at its next batch (one not started
-    yet never starts) and still waits for each started card's record."""
-    started = []
+def _wait(threads: dict, ended: dict, stop: threading.Event, why: list) -> None:
+    """Start every card and wait until each has ended; a signal to the main thread stops each card at its next batch (one
+    not started yet never starts) and still waits for each started card's record."""
     try:
-        for thread in threads:
+        for thread in threads.values():
             thread.start()
-            started.append(thread)
     except Interrupted as exc:
         why.append(exc.args[0])
         stop.set()
-    for thread in started:
-        while thread.is_alive():
+    for card in [card for card, thread in threads.items() if thread.ident is not None]:  # started, even if cut short
+        # Each card's own event, never Thread.join: an exception raised inside join (the signal's, in this thread) can
+        # mark a thread that still runs as stopped (CPython's _wait_for_tstate_lock), and its record would be lost.
+        while not ended[card].is_set():
             try:
-                thread.join(WAIT_S)
+                ended[card].wait(WAIT_S)
             except Interrupted as exc:
                 why.append(exc.args[0])
                 stop.set()
