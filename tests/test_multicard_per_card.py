@@ -142,6 +142,7 @@ def test_per_card_is_read_and_what_it_cannot_honour_is_refused_before_timing(tin
     cuda = Cards(events=events)
     cuda.is_initialized, cuda.init = (lambda: False), (lambda: events.append("init"))
     assert devices.initialise_devices(campaign, cuda, lambda: next(ticks))["devices"] == ["cuda:0", "cuda:1"]
+    assert per_card.devices_of(campaign) == ["cuda:0", "cuda:1"]  # both watched for other processes before any trial
 
 
 def test_each_card_runs_its_trial_at_the_same_time_with_its_own_clock_and_record(tiny_campaign, tmp_path, two_cards):

@@ -13,7 +13,7 @@ import dataclasses
 import threading
 
 from iteralab.core.language import Text
-from iteralab.run.placement import PER_CARD, placement_of
+from iteralab.run.placement import PER_CARD, declared_cards, placement_of
 from iteralab.run.trial import Interrupted, _torch
 from iteralab.store import records
 
@@ -26,6 +26,12 @@ WAIT_S = 0.1  # the main thread wakes this often while the cards work, so that a
 def declared(protocol: dict) -> bool:
     """Tell whether the campaign runs one trial per card at the same time."""
     return placement_of(protocol)["mode"] == PER_CARD
+
+
+def devices_of(campaign) -> list[str]:
+    """Return every device the campaign's trials use: each variant's, and under per_card every declared card."""
+    return list(dict.fromkeys(card for variant in campaign.variants
+                              for card in declared_cards(variant, campaign.protocol) or (variant.device,)))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -219,7 +219,7 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
         result.warnings.append(warning)
         if warn:
             warn(warning)
-    result.warnings += busy_warnings([variant.device for variant in campaign.variants], warn)  # before any trial (#49)
+    result.warnings += busy_warnings(per_card.devices_of(campaign), warn)  # every card a trial uses, before any trial (#49)
     progress = progress or Progress(quiet=quiet)
     prepared.reference = _reference_from_records(prepared, runs_dir)
     steps = state.remaining if state else [(n, name, rep, None) for n, (name, rep) in enumerate(prepared.plan, start=1)]
