@@ -13,7 +13,7 @@ import pytest
 
 from iteralab.site import stored
 from iteralab.site.build import build_site
-from iteralab.store import columns, reading, records
+from iteralab.store import columns, folded, reading, records
 
 FIXTURE = Path(__file__).parent / "fixtures" / "demo-runs"
 TRIALS_FILE = "demo-rotten-tomatoes/records/run-vm-20261203T062412Z-7432b5c24c0c.jsonl"
@@ -86,12 +86,59 @@ def test_a_damaged_cache_file_is_detected_and_rebuilt_from_the_records(runs, che
     assert len(caches) == 5  # one per records file
     for cache in caches:
         cache.write_bytes(damage(cache.read_bytes()))
+    for whole in (runs.parent / "cache" / "folders").glob("*.arrow"):
+        whole.unlink()  # the folder's cache, read before them, damaged too (its own test below)
     checked.clear()
     assert everything(runs) == cold
     assert len(checked) == 25  # every line parsed and checked again
     assert all(columns.read_cache(path) is not None for path in reading.record_files(runs))  # and the cache made anew
     checked.clear()
     assert everything(runs) == cold and checked == []
+
+
+def _other_folded_version(blob: bytes) -> bytes:
+    end = blob.index(b"\n", len(folded.MAGIC))
+    header = json.loads(blob[len(folded.MAGIC):end])
+    return folded.MAGIC + json.dumps({**header, "format": folded.FORMAT + 1}).encode() + blob[end:]
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip, _other_folded_version, lambda blob: b""],
+                         ids=["truncated", "bit-flip", "other-version", "emptied"])
+def test_a_damaged_folder_cache_is_detected_and_written_anew(runs, checked, damage):
+    """The whole folder's rows in one file (#45): damaged, each file's own cache is read instead, never a wrong row."""
+    cold = everything(runs)
+    (whole,) = (runs.parent / "cache" / "folders").glob("*.arrow")
+    whole.write_bytes(damage(whole.read_bytes()))
+    assert folded.read(runs) is None
+    checked.clear()
+    assert everything(runs) == cold and checked == []  # from the files' own caches, whose bytes are checked
+    assert folded.read(runs) is not None  # and written anew
+
+
+def test_a_folder_cache_holds_each_file_as_it_was_read_and_the_files_appended_since_are_read_beside_it(runs, checked):
+    """A new or appended file is read through its own cache; the folder's one is written again once a sixteenth is new."""
+    from tests import factory
+
+    everything(runs)
+    (whole,) = (runs.parent / "cache" / "folders").glob("*.arrow")
+    written = whole.stat().st_mtime_ns
+    manifest = factory.manifest("other", "run-1")
+    records.append(runs, manifest)
+    checked.clear()
+    assert len(reading.load_table(runs).frame) == 26 and len(checked) == 1  # the new line alone
+    assert whole.stat().st_mtime_ns == written  # one row of 26 is less than a sixteenth: not written again
+    for variant in ("b1", "b2"):
+        records.append(runs, factory.trial(manifest, variant))
+    checked.clear()
+    again = reading.load_table(runs)
+    assert len(again.frame) == 28 and len(checked) == 2  # the manifest's line from its file's cache
+    assert whole.stat().st_mtime_ns != written  # three rows of 28: written again, with them
+    checked.clear()
+    assert reading.load_table(runs).frame.equals(again.frame) and checked == []
+    for cache in (runs.parent / "cache").rglob("*.arrow"):
+        cache.unlink()
+    cold = reading.load_table(runs)
+    assert cold.frame.equals(again.frame) and cold.problems == again.problems and cold.digests == again.digests
 
 
 def test_a_records_file_rewritten_under_its_cache_is_read_again(runs, checked):

@@ -1,7 +1,7 @@
 """Work out, from the record table alone, what each campaign's pages are made from, so that only changed ones are rendered.
 
 A campaign's key hashes its records' places (each file by name and the sha256 of its complete lines, and where each
-record lies in it), the problems its folder has, its missing prediction files, the other files of its folder that its
+record lies in it), the problems its folder has, the times of the folders its prediction files are named in, the other files of its folder that its
 bundle copies (by name, size and times), its notes and sheets and its stamp. None
 of this needs a nested record: an unchanged campaign's records are never read, and what the shared pages need of it
 (its row on the index, its sizing rows, its variants) comes from its summary, kept in the build state.
@@ -12,7 +12,10 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import os
 import posixpath
+import stat
+from pathlib import Path
 
 import numpy as np
 
@@ -53,19 +56,77 @@ def newest_records(table: RecordTable, positions: dict[str, np.ndarray]) -> dict
     return {name: (max(created[rows]) if len(rows) else None) for name, rows in positions.items()}
 
 
-def present_predictions(table: RecordTable, positions: dict[str, np.ndarray], present: set[str]) -> dict[str, frozenset]:
-    """Return, per campaign, its trials' prediction files that are in the runs folder (a view names the others)."""
+def prediction_folders(table: RecordTable, positions: dict[str, np.ndarray]) -> dict[str, frozenset[str]]:
+    """Return, per campaign, the folders (relative, normal) its trials' prediction files are named in.
+
+    A folder's times stand for the names it holds, as in the no-change digest: a campaign's key hashes its folders'
+    times instead of which of its files are present, so no build lists 100,000 prediction files to key 1,000 campaigns.
+    """
+    frame = table.frame
+    paths = frame["predictions_path"]
+    # A path as the runner writes it (its campaign's folder, then a plain name) needs no normpath: told apart by Arrow's
+    # string functions over the whole column (100,000 paths one by one in Python took 0.2 s).
+    folder = paths.str.replace(r"/[^/]*$", "", regex=True)
+    plain = ((folder == frame["campaign"] + "/predictions") & ~paths.str.endswith(("/", "/.", "/.."))).fillna(False).to_numpy(bool)
+    own = set(frame["campaign"][plain].unique())
+    found = {name: {f"{name}/predictions"} if name in own else set() for name in positions}
+    odd = np.flatnonzero(paths.notna().to_numpy(bool) & ~plain)
+    for name, path in zip(frame["campaign"].iloc[odd], paths.iloc[odd], strict=True):
+        found[name].add(posixpath.dirname(posixpath.normpath(path)))
+    return {name: frozenset(folders) for name, folders in found.items()}
+
+
+def folder_stamps(runs: Path, folders, listed: dict) -> dict[str, str]:
+    """Return each of FOLDERS' times and inode ('-' where it cannot be read); LISTED: the folders the listing stat-ed."""
+    stamps = {}
+    for folder in folders:
+        if folder.startswith(("/", "../")) or folder == "..":
+            stamps[folder] = "-"  # outside the runs folder: nothing there is ever present
+            continue
+        try:
+            info = listed[folder].stat() if folder in listed else os.stat(os.path.join(runs, folder))
+            stamps[folder] = f"{info.st_mtime_ns}:{info.st_ctime_ns}:{info.st_ino}"
+        except (OSError, ValueError):  # missing, not a folder's name, or a name no system takes (a NUL, too long)
+            stamps[folder] = "-"
+    return stamps
+
+
+def present_predictions(table: RecordTable, positions: dict[str, np.ndarray], runs: Path) -> dict[str, frozenset]:
+    """Return, per campaign of POSITIONS, its trials' prediction files (normal paths) that are in the runs folder.
+
+    Present as the full listing of RUNS would say: a file, reached through folders that are not links.
+    """
     paths = table.frame["predictions_path"].to_numpy(dtype=object)
-    # The listing's paths are normal already: a path found as it is needs no normpath (100,000 calls), and the lookup
-    # is made once for the whole table, not once per campaign.
-    listed = np.fromiter((path in present for path in paths), dtype=bool, count=len(paths))
-    named = np.fromiter((isinstance(path, str) for path in paths), dtype=bool, count=len(paths))
+    listings: dict[str, frozenset] = {}
     found = {}
     for name, rows in positions.items():
-        others = rows[named[rows] & ~listed[rows]]
-        found[name] = frozenset(paths[rows[listed[rows]]]) | (
-            {posixpath.normpath(path) for path in paths[others]} & present if len(others) else frozenset())
+        present = set()
+        for path in paths[rows]:
+            if isinstance(path, str):
+                normal = posixpath.normpath(path)
+                folder, _, file = normal.rpartition("/")
+                if folder not in listings:
+                    listings[folder] = _files_in(runs, folder)
+                if file in listings[folder]:
+                    present.add(normal)
+        found[name] = frozenset(present)
     return found
+
+
+def _files_in(runs: Path, folder: str) -> frozenset:
+    """Return the names of the files in FOLDER under RUNS that the runs folder's listing holds (none outside it)."""
+    if folder.startswith(("/", "../")) or folder in (".", ".."):
+        return frozenset()
+    try:
+        where = str(runs)
+        for part in folder.split("/") if folder else ():
+            where = os.path.join(where, part)
+            if not stat.S_ISDIR(os.lstat(where).st_mode):  # the listing enters no linked folder
+                return frozenset()
+        with os.scandir(where) as entries:
+            return frozenset(entry.name for entry in entries if not entry.is_dir(follow_symlinks=False) and entry.is_file())
+    except (OSError, ValueError):
+        return frozenset()
 
 
 def other_files(runs_files: list) -> dict[str, str]:
@@ -78,7 +139,7 @@ def other_files(runs_files: list) -> dict[str, str]:
         relative, entry = runs_files[index]
         campaign, _, rest = relative.partition("/")
         folder, _, below = rest.partition("/")
-        if below and folder in ("records", "predictions"):
+        if (below or relative.endswith("/")) and folder in ("records", "predictions"):  # "/": a summarised folder
             # The listing is sorted: the folder's files lie together, up to the first name past "FOLDER/" ("0" follows
             # "/"). Stepping over them spares a look at each of 100,000 prediction files.
             index = bisect.bisect_left(runs_files, (f"{campaign}/{folder}0",), lo=index)
@@ -90,16 +151,17 @@ def other_files(runs_files: list) -> dict[str, str]:
     return {name: hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest() for name, lines in found.items()}
 
 
-def campaign_keys(table: RecordTable, positions: dict, shared: str, problems: list[str], present: dict, notes: dict,
+def campaign_keys(table: RecordTable, positions: dict, shared: str, problems: list[str], folders: dict, notes: dict,
                   sheets: dict, stamps: dict, others: dict | None = None) -> dict[str, str]:
-    """Hash, per campaign, everything its pages are made from (see the module's docstring); OTHERS: other_files()."""
+    """Hash, per campaign, everything its pages are made from (see the module's docstring); OTHERS: other_files();
+    FOLDERS: per campaign, its prediction folders' stamps as one text."""
     records = records_keys(table, positions)
     own = problems_by_campaign(problems, positions)
     keys = {}
     for name in positions:
         digest = hashlib.sha256(f"{shared}\0{records[name]}\0{(others or {}).get(name, '')}".encode())
         digest.update(json.dumps(own[name]).encode("utf-8", "surrogateescape"))
-        digest.update("\0".join(sorted(present[name])).encode("utf-8", "surrogateescape"))  # names hold no NUL
+        digest.update(folders[name].encode("utf-8", "surrogateescape"))
         # A note's file is copied whole into the bundle: a change to an aside the page never shows renders it again.
         digest.update(json.dumps([(n.slug, n.source, n.sha256, n.meta, n.html) for n in notes.get(name, ())],
                                  sort_keys=True).encode())

@@ -46,6 +46,11 @@ def schema() -> pa.Schema:
     return pa.schema([(name, getattr(pa, kind)()) for name, kind in COLUMNS])
 
 
+def schemas_digest() -> str:
+    """Return the digest of the record schemas, which every cache of checked lines names (see _schemas_digest)."""
+    return _schemas_digest()
+
+
 @cache
 def _schemas_digest() -> str:
     """Hash the record schemas: a cache made under other schemas checked its lines against other rules."""
@@ -86,19 +91,25 @@ class Cached:
 
 def read_cache(path: Path) -> Cached | None:
     """Return the cache of records file PATH, or None when there is none that can be trusted as written."""
+    return read_table(_cache_file(path), MAGIC, FORMAT, Cached)
+
+
+def read_table(where: str, magic: bytes, version: int, kind):
+    """Return KIND(header, table) of the sealed cache file WHERE, or None when it cannot be trusted as written: not
+    sealed with MAGIC, cut short or flipped, of another VERSION, schemas or columns, or refused by KIND (ValueError)."""
     import pyarrow as pa
 
-    sealed = read_sealed(_cache_file(path), MAGIC, "payload")
+    sealed = read_sealed(where, magic, "payload")
     if sealed is None:
         return None
     header, payload = sealed
     try:
-        if header.get("format") != FORMAT or header.get("schemas") != _schemas_digest():
+        if header.get("format") != version or header.get("schemas") != _schemas_digest():
             return None
         table = pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
         if not table.schema.equals(schema()):
             return None
-        return Cached(header, table)
+        return kind(header, table)
     except (ValueError, KeyError, TypeError, pa.ArrowException):
         return None  # of another layout: rebuilt from the records
 
@@ -121,11 +132,26 @@ def write_cache(path: Path, sha256: str, size: int, lines: int, problems: list[t
         write_sealed(_cache_file(path), MAGIC, header, payload, "payload")
 
 
+class Read:
+    """What one records file gave: a row per record, its problems as (line, message) (a torn last line's included),
+    the sha256 of its complete lines, and its FACTS: the stamp it was read under, its complete lines and bytes (None
+    when it was appended to while it was read). KEPT: taken from the folder's cache (folded.py)."""
+
+    def __init__(self, table: pa.Table, problems: list, sha256: str, facts: dict | None, kept: bool = False):
+        self.table, self.problems, self.sha256, self.facts, self.kept = table, problems, sha256, facts, kept
+
+
 def file_columns(path: Path, seen: dict | None = None) -> tuple[pa.Table, list[tuple[int, str]], str]:
     """Return a row per record of records file PATH, its problems as (line, message) and the sha256 of its complete lines.
 
     Only the lines the cache does not cover are parsed and checked. SEEN: the lines this read parsed already (``_parse``).
     """
+    read = read_file(path, seen)
+    return read.table, read.problems, read.sha256
+
+
+def read_file(path: Path, seen: dict | None = None) -> Read:
+    """Return what records file PATH holds, as ``file_columns`` says, with the facts the folder's cache keeps."""
     import pyarrow as pa
 
     with open(path, "rb") as handle, mapped(handle) as data:
@@ -149,7 +175,8 @@ def file_columns(path: Path, seen: dict | None = None) -> tuple[pa.Table, list[t
             write_cache(path, digest, complete, first_line - 1 + new_lines, problems, table, stamp)
         if complete < len(data):  # a write cut off: said every time it is read, never cached
             problems.append((first_line + new_lines, TORN))
-    return table, problems, digest
+    facts = {"stamp": stamp, "lines": first_line - 1 + new_lines, "complete": complete} if stamp is not None else None
+    return Read(table, problems, digest, facts)
 
 
 def _stamp(handle, length: int) -> list[int] | None:
@@ -160,16 +187,19 @@ def _stamp(handle, length: int) -> list[int] | None:
     return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
 
 
-def write_copy_cache(path: Path, table: pa.Table, problems: list[tuple[int, str]], sha256: str) -> None:
-    """Cache, for records file PATH, the columns read from another file with the same bytes (a merged copy)."""
+def write_copy_cache(path: Path, table: pa.Table, problems: list[tuple[int, str]], sha256: str) -> dict | None:
+    """Cache, for records file PATH, the columns read from another file with the same bytes (a merged copy).
+
+    Return its facts, as ``read_file`` gives them (None when it changed since it was compared, or grew meanwhile)."""
     with open(path, "rb") as handle, mapped(handle) as data:
         stamp = _stamp(handle, len(data))
         complete = data.rfind(b"\n") + 1
         if complete == 0 or _sha256(data, complete) != sha256:
-            return  # changed since it was compared: its own read next time
+            return None  # changed since it was compared: its own read next time
         lines = _count_lines(data, complete)
     cached = [(line, message) for line, message in problems if message != TORN]
     write_cache(path, sha256, complete, lines, cached, table, stamp)
+    return {"stamp": stamp, "lines": lines, "complete": complete} if stamp is not None else None
 
 
 def _count_lines(data, size: int) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from iteralab.core import processes
 from iteralab.core.errors import UserError
-from iteralab.store import columns
+from iteralab.store import columns, folded
 from iteralab.store.records import KINDS
 
 
@@ -208,9 +208,9 @@ _WORKER_SEEN: dict = {}  # in a spawned reader: the lines its share of one read 
 
 
 def _file_columns(path: Path, seen: dict | None = None):
-    """Return ``columns.file_columns(PATH)``, or the OSError it raised (sent back whole from a worker)."""
+    """Return ``columns.read_file(PATH)``, or the OSError it raised (sent back whole from a worker)."""
     try:
-        return columns.file_columns(path, _WORKER_SEEN if seen is None else seen)
+        return columns.read_file(path, _WORKER_SEEN if seen is None else seen)
     except OSError as error:
         return error
 
@@ -222,7 +222,7 @@ def _start_reader() -> None:
 
 
 def _each_file(paths: list[Path]) -> list:
-    """Read each records file's columns; return, in PATHS' order, (table, problems, sha256) or the OSError it raised.
+    """Read each records file's columns; return, in PATHS' order, its ``columns.Read`` or the OSError it raised.
 
     Files without a cache are parsed on every core when there are many bytes of them; the others, and a few new
     lines, are read here, one after another: four threads took half as long again as one at 4,000 files (each file's
@@ -243,7 +243,9 @@ def _each_file(paths: list[Path]) -> list:
     for index, first in twins.items():
         results[index] = results[first]
         if not isinstance(results[first], OSError):
-            columns.write_copy_cache(paths[index], *results[first])
+            one = results[first]
+            facts = columns.write_copy_cache(paths[index], one.table, one.problems, one.sha256)
+            results[index] = columns.Read(one.table, one.problems, one.sha256, facts)
     return results
 
 
@@ -297,26 +299,29 @@ def _read_all(runs_dir: Path, paths: list[Path]) -> RecordTable:
     import pyarrow as pa
 
     shown = [path.relative_to(runs_dir).as_posix() for path in paths]
-    tables, file_problems, digests = [], [], []
-    for index, read in enumerate(_each_file(paths)):
-        try:
-            if isinstance(read, OSError):
-                raise read
-            table, problems, digest = read
-        except OSError as error:
-            tables.append(None)
+    # The folder's cache in one piece; only the files whose stamp it does not hold are read one by one (folded.py).
+    whole = folded.read(runs_dir) if paths else None
+    reads = [whole.kept(name, folded.stamp(path)) for name, path in zip(shown, paths, strict=True)] if whole else [None] * len(paths)
+    rest = [index for index, read in enumerate(reads) if read is None]
+    for index, read in zip(rest, _each_file([paths[index] for index in rest]), strict=True):
+        reads[index] = read
+    file_problems, digests = [], []
+    for index, read in enumerate(reads):
+        if isinstance(read, OSError):
+            reads[index] = None
             digests.append("unreadable")
-            file_problems.append([f"{shown[index]}: cannot read: {error.strerror or error}"])
+            file_problems.append([f"{shown[index]}: cannot read: {read.strerror or read}"])
             continue
-        digests.append(digest)
-        tables.append(table)
-        file_problems.append([f"{shown[index]}:{line}: {message}" for line, message in problems])
-    present = [(index, table) for index, table in enumerate(tables) if table is not None]
+        digests.append(read.sha256)
+        file_problems.append([f"{shown[index]}:{line}: {message}" for line, message in read.problems])
+    if folded.worth_writing(whole, reads):
+        folded.write(runs_dir, whole, shown, reads)
+    present = [(index, read.table.num_rows) for index, read in enumerate(reads) if read is not None]
     if present:
         # The file column is made once for all files (a column per file cost a millisecond each, a second at 1,000).
-        whole = pa.concat_tables([table for _, table in present])
-        owner = np.repeat(np.array([index for index, _ in present], dtype=np.int32), [table.num_rows for _, table in present])
-        frame = columns.to_frame(whole.append_column("file", pa.array(owner, type=pa.int32())))
+        owner = np.repeat(np.array([index for index, _ in present], dtype=np.int32), [rows for _, rows in present])
+        joined = pa.concat_tables(folded.pieces(whole, shown, reads))
+        frame = columns.to_frame(joined.append_column("file", pa.array(owner, type=pa.int32())))
     else:
         frame = columns.to_frame(columns.empty_table())
     table = RecordTable(frame, paths, shown, [], digests)
