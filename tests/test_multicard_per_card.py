@@ -286,6 +286,12 @@ def test_the_pages_say_each_cards_trial_and_peaks_apart_and_the_placement_in_the
     window = next(tr for tr in table.select("tbody tr") if tr.th.get_text(strip=True) == "measured_window")
     cells = [td.get_text(" ", strip=True) for td in window.select("td")]
     assert cells[0].startswith("5,368,709,120") and cells[3].startswith("8,589,934,592")  # each card's own, never a sum
+    # The campaign page's variants table says its figures are each card's own; the decision page gives the set's.
+    variants = page("sets", "index.html").select_one("table.variants caption").get_text(" ", strip=True)
+    assert "each window and throughput here is one card's own" in variants
+    details = page("sets", "decision.html").select_one("table.decision-details tbody tr").get_text(" ", strip=True)
+    assert "per set of 2 corpora at once (its slowest card's window); 1 of 1 set(s) with every card ok" in details
+    assert "one card's own" not in page("across", "index.html").select_one("table.variants caption").get_text(" ")
 
 
 def test_sets_measured_on_two_cards_are_never_planned_on_lots_of_one_card(tmp_path):
