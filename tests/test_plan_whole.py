@@ -70,7 +70,7 @@ def test_a_plan_in_words_on_several_lots_one_package_or_periods():
 
 
 def _projected(question, corpus_entries=100, window=(3600.0, 7200.0, 10800.0), one_time=(36.0, 72.0), lots=1):
-    row = SimpleNamespace(window_seconds=window, one_time_seconds=one_time)
+    row = SimpleNamespace(window_seconds=window, one_time_seconds=one_time, together=None)
     return planning.project(row, question, corpus_entries, lots)
 
 
