@@ -16,11 +16,13 @@ from iteralab.store.questions import asked_again, changes, newest
 def latest_manifests(table) -> dict[str, dict]:
     """Return the newest manifest of each campaign that asks another's question again, and of each campaign asked.
 
-    Only manifest lines naming asks_again are parsed first (a bare scan of the others' bytes): 4,000 manifests parsed
-    whole took half a second of every build; then the manifests of the campaigns they name.
+    Only the manifests whose row names a campaign asked again are read first (the record table's column: scanning
+    4,000 manifests' bytes for the key took a fifth of a second of every build); then the manifests of the campaigns
+    they name.
     """
     rows = table.frame[table.frame["kind"] == "manifest"]
-    asks = [record for record in table.records(rows, wanted=b'"asks_again"') if isinstance(record, dict) and asked_again(record)]
+    naming = rows[rows["asks_again"].notna().to_numpy(bool)]
+    asks = [record for record in table.records(naming) if isinstance(record, dict) and asked_again(record)]
     asking, named = {record["campaign"] for record in asks}, {asked_again(record) for record in asks}
     found: dict[str, list[dict]] = {}
     for record in table.records(rows[rows["campaign"].isin(list(asking | named))]):

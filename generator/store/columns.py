@@ -29,13 +29,13 @@ from iteralab.store.records import KINDS
 if TYPE_CHECKING:
     import pyarrow as pa
 
-FORMAT = 2  # of the cache file; a change of columns or layout bumps it, and older cache files are then rebuilt
+FORMAT = 3  # of the cache file; a change of columns or layout bumps it, and older cache files are then rebuilt
 MAGIC = b"iteralab-columns\n"
 TORN = "incomplete last line (a write was cut off); it is skipped"
 COLUMNS = (("line", "int32"), ("offset", "int64"), ("length", "int32"), ("record_id", "string"), ("kind", "string"),
            ("campaign", "string"), ("created_at", "string"), ("run_id", "string"), ("variant", "string"),
            ("status", "string"), ("sequence", "int64"), ("measured_window_ns", "int64"), ("predictions_path", "string"),
-           ("digest", "int64"))
+           ("asks_again", "string"), ("digest", "int64"))
 
 
 @cache
@@ -264,9 +264,13 @@ def _row(record: dict, digest: int) -> tuple:
     phases = record.get("phases") or {}
     window = (phases.get("measured_window") or {}).get("duration_ns")
     predictions = record.get("predictions")
+    # The campaign a manifest's question asks again (#35): every build looks for them among thousands of manifests.
+    decision = (record.get("protocol") or {}).get("decision") if record["kind"] == "manifest" else None
+    asks = decision.get("asks_again") if isinstance(decision, dict) else None
     return (record["record_id"], record["kind"], record["campaign"], record["created_at"],
             record.get("run_id"), record.get("variant"), record.get("status"), _int64(record.get("sequence")),
-            _int64(window), predictions.get("path") if isinstance(predictions, dict) else None, digest)
+            _int64(window), predictions.get("path") if isinstance(predictions, dict) else None,
+            asks if isinstance(asks, str) else None, digest)
 
 
 def _int64(value) -> int | None:

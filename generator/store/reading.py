@@ -47,11 +47,8 @@ class RecordTable:
         """Return 'file:line' of the row at INDEX."""
         return f"{self.shown[self.frame.at[index, 'file']]}:{self.frame.at[index, 'line']}"
 
-    def records(self, rows, wanted: bytes | None = None) -> list[dict | None]:
-        """Return the records of ROWS (a slice of the frame), in the slice's order, read from their files.
-
-        WANTED: parse only the lines holding these bytes (the others are None): a key looked for in many records.
-        """
+    def records(self, rows) -> list[dict | None]:
+        """Return the records of ROWS (a slice of the frame), in the slice's order, read from their files."""
         import numpy as np
 
         found: list = [None] * len(rows)
@@ -64,8 +61,6 @@ class RecordTable:
                 with open(self.paths[file_index], "rb") as handle, columns.mapped(handle) as data:
                     for position in group:
                         line = data[offsets[position]:ends[position]]
-                        if wanted is not None and wanted not in line:
-                            continue
                         record, problem = columns.parse_line(line, check=False)
                         if problem or record.get("record_id") != ids[position]:
                             raise OSError("its lines moved")
