@@ -4,6 +4,7 @@ the question; where it misses only the deadline or the window, the answer says w
 from __future__ import annotations
 
 import json
+import shutil
 
 from bs4 import BeautifulSoup
 
@@ -117,3 +118,36 @@ def test_the_decision_and_campaign_pages_say_the_cpu_first_in_both_languages(tmp
         assert campaign.select_one("#decision-link").get_text(" ", strip=True).split(": ", 1)[1].startswith(first)
         index = BeautifulSoup((out / folder / "index.html").read_text(encoding="utf-8"), "html.parser")
         assert f"{summary}{CPU1}" in index.get_text(" ", strip=True)
+
+
+def test_a_stated_budget_does_not_make_a_cpu_that_needs_no_rental_infeasible(tmp_path):
+    """A budget is a ceiling on package spend: a CPU the catalog does not price buys no package, so it spends nothing
+    of it. Its row used to fail 'budget: cannot be checked (not in the catalog: CPU)' and the answer fell to renting."""
+    runs = merged(tmp_path / "runs", ("run-cpu", CPU, {"b1": [5, 5, 5, 5, 5]}), question={**WIDE, "budget": "10.00"})
+    report = report_of(runs)[0]
+    (row,) = report.rows
+    assert row.owned and row.conditions == () and row.feasible
+    assert report.owned is row and report.next_step.startswith(f"{CPU1} {WITHOUT}: ")
+    # A priced rental beside it is still held to the budget.
+    runs = merged(tmp_path / "both", ("run-4090", RTX_4090, {"b1": [30, 31, 32, 33, 34]}), ("run-cpu", CPU, SLOW),
+                  question={**OPEN, "budget": "10.00"})
+    rented = next(row for row in report_of(runs)[0].rows if not row.owned)
+    assert any(str(condition).startswith("budget: planned 47.14 exceeds the ceiling 10.00") for condition in rented.conditions)
+
+
+def test_asked_again_the_answer_is_the_cpu_it_names_first_not_the_cheapest_rental(tmp_path):
+    """Two revisions where the CPU meets the question both times and only the rental beside it changes (another card):
+    the answer, which names the CPU first, did not change. Judged by the cheapest rental it was said to have changed."""
+    from iteralab.decision.revisions import compare_campaigns
+    from tests.test_decision import RTX_6000_ADA, write_machine
+
+    runs = tmp_path / "runs"
+    again = {**WIDE, "asks_again": "first"}
+    for campaign, run_id, card, question in (("first", "run-a", RTX_4090, WIDE), ("again", "run-b", RTX_6000_ADA, again)):
+        for machine, environment, durations in ((run_id, card, {"b1": [30, 31, 32, 33, 34]}),
+                                                (f"{run_id}-cpu", CPU, {"b1": [5, 5, 5, 5, 5]})):
+            write_machine(tmp_path / machine, machine, environment, durations, question=question, campaign=campaign)
+            shutil.copytree(tmp_path / machine, runs, dirs_exist_ok=True)
+    comparison = compare_campaigns(earlier="first", later="again", runs=runs)
+    assert comparison.answer_changed is False, comparison.answer
+    assert str(comparison.answer).startswith(f"The answer is unchanged: {CPU1.split(' · torch')[0]}")

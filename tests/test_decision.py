@@ -106,10 +106,11 @@ def test_merged_machines_never_pool_and_the_report_matches_the_hand_worked_figur
     assert rows[a1]["observed"]["cost_reason"] == "undefined: no accepted deliverable"
     assert view.cost()["deliverables"] == 1
     assert any("repeats the corpus" in p for p in loaded.problems)
-    # Feasibility: budget 50.00 excludes the RTX 6000 Ada (55.71) and the unpriced CPU.
-    assert [row["label"] for row in data["ranked"]] == [a8, a1]
+    # Feasibility: budget 50.00 excludes the RTX 6000 Ada (55.71). The CPU buys no package, so it spends nothing of the
+    # budget: it meets the question, ranked after every priced rental (#45; it used to fail 'budget: cannot be checked').
+    assert [row["label"] for row in data["ranked"]] == [a8, a1, cpu1]
     assert rows[ada1]["conditions_failed"] == ["budget: planned 55.71 exceeds the ceiling 50.00"]
-    assert rows[cpu1]["conditions_failed"] == ["budget: cannot be checked (not in the catalog: CPU)"]
+    assert rows[cpu1]["conditions_failed"] == []
     # Same planned spend, but every b8 repetition beat every b1 one: separated, not a tie.
     assert data["cheapest"] == rows[a8]["configuration"] and data["gap_money"] == "0.00" and data["tie"] is None
     assert "plans the same spend, but the repetitions separate them: median 32.000 s against 104.000 s" in data["answer"]
@@ -117,7 +118,7 @@ def test_merged_machines_never_pool_and_the_report_matches_the_hand_worked_figur
     assert data["to_measure"] == [{"gpu": "b200", "gpu_name": "B200", "days": 7, "periods": 1, "package": "one 7-day package",
                                    "price_for_window": "2071.00", "currency": "USD", "single_package": None,
                                    "reason": None, "time": None, "quality": None}]
-    assert data["summary"].startswith(f"{a8}: planned 47.14 USD")
+    assert data["summary"] == f"no rental needed: {cpu1} meets the question" and data["owned"] == rows[cpu1]["configuration"]
 
 
 def test_equal_spend_and_overlapping_durations_is_a_tie(tmp_path):
@@ -299,13 +300,13 @@ def test_site_pages_csv_and_bundle_never_pool_machines(merged, cli, tmp_path):
     separation = page.select_one("#separation").get_text()
     assert "b1 · 1× NVIDIA GeForce RTX 4090" in separation and "b1 · CPU Test CPU" in separation
     decision = BeautifulSoup((base / "decision.html").read_text(encoding="utf-8"), "html.parser")
-    assert [tr["id"] for tr in decision.select("#feasible table.decision tbody tr")] == [f"config-{k}" for k in (
-        report_dict(report_of(merged)[0])["ranked"][0]["configuration"], report_dict(report_of(merged)[0])["ranked"][1]["configuration"])]
+    assert [tr["id"] for tr in decision.select("#feasible table.decision tbody tr")] == [
+        f"config-{row['configuration']}" for row in report_dict(report_of(merged)[0])["ranked"]]
     assert decision.select_one("tr.cheapest .badge").get_text() == "cheapest"
     assert [c.get_text() for c in decision.select("#to-measure tbody th")] == ["B200"]
     assert decision.select_one("#decision-charts table") is not None  # every chart has its data beside it
     index = BeautifulSoup((tmp_path / "site" / "index.html").read_text(encoding="utf-8"), "html.parser")
-    assert "b8 · 1× NVIDIA GeForce RTX 4090 · torch 2.13.0+cu128: planned 47.14 USD" in index.get_text()
+    assert "no rental needed: b1 · CPU Test CPU, 2 threads · torch 2.13.0 meets the question" in index.get_text()
     table = (base / "trials.csv").read_text(encoding="utf-8")
     assert "configuration,variant,hardware,software" in table.splitlines()[0]
     import zipfile
@@ -366,6 +367,7 @@ def test_decision_report_reads_the_catalog_it_is_given_and_names_the_campaigns_t
 
 
 A8, A1 = (f"{v} · 1× NVIDIA GeForce RTX 4090 · torch 2.13.0+cu128" for v in ("b8", "b1"))
+CPU1 = "b1 · CPU Test CPU, 2 threads · torch 2.13.0"
 PACKAGE = "1 lot × 3-day RTX 4090 at 47.14 USD per lot, catalog 2026-09-24"
 TEN = "10 independent corpora like the campaign's within the 72 h access window"
 PRICE_NOTE = "a price says nothing about a card's throughput."
@@ -376,12 +378,16 @@ RENT_4090 = "Rent 1 lot of RTX 4090, one 3-day package, for 47.14 USD, and run {
 def test_the_answers_read_in_full(merged, tmp_path):
     """Every sentence of the plain-language answer, for the merged, fastest, tie and no-question cases."""
     report, _, _ = report_of(merged)
-    assert report.answer == RENT_4090.format(variant="b8") + (
+    # The CPU needs no package, so the budget does not exclude it: it meets the question and is said first (#45).
+    assert report.answer == (
+        f"{CPU1} meets the question without a rental: it meets the quality thresholds and is projected at 1.39 h to "
+        f"1.50 h for {TEN}. Renting adds nothing the question asks for; the cheapest feasible rental, {A8}, plans 47.14 "
+        "USD and is projected at up to 5.7 min. "
         f"Cheapest feasible configuration: {A8}. Planned 47.14 USD for {PACKAGE}, 71.91 h of the package spare after the "
         f"work; projected 5.0 min to 5.7 min for {TEN}. Runner-up: {A1} plans the same spend, but the repetitions "
         "separate them: median 32.000 s against 104.000 s per corpus, the ranges do not overlap. To measure: B200 "
         f"(2,071.00 USD for one lot in one 7-day package); {PRICE_NOTE}")
-    assert report.summary_line == f"{A8}: planned 47.14 USD, projected up to 5.7 min"
+    assert report.summary_line == f"no rental needed: {CPU1} meets the question"
     question = {**QUESTION, "budget": None}
     write_machine(tmp_path / "a", "run-4090", RTX_4090, {"b1": [100, 102, 104, 106, 108]}, question=question)
     write_machine(tmp_path / "b", "run-ada", RTX_6000_ADA, {"b8": [25, 26, 27, 28, 29]}, question=question)

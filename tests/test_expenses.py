@@ -64,7 +64,7 @@ def test_other_costs_sit_beside_package_spend_and_unequal_items_are_named(costed
     # The setup hours are carried by A8 only: named, and the ranking by package spend says so.
     (item,) = data["unequal_items"]
     assert item["justification"] == SETUP and item["without"] == [A1, CPU1]
-    assert [row["label"] for row in data["ranked"]] == [A8, A1]  # equal packages; A8 is faster
+    assert [row["label"] for row in data["ranked"]] == [A8, A1, CPU1]  # equal packages, A8 faster; the CPU buys none (#45)
     assert data["unequal_note"].endswith(f"Counted in, they would put {A1} first: compare the items before deciding.")
     text = cli("decide", "merged", "--runs", runs)[1]
     assert f"  - {SETUP} (12.50 USD, {setup['record_id']}): not carried by {A1}; {CPU1}" in text
@@ -169,7 +169,7 @@ def test_a_merged_campaign_with_one_exclusion_and_one_expense_for_one_configurat
     (exclusion,) = data["exclusions"]
     assert {row["label"]: row["trials"] for row in exclusion["configurations"]} == {A1: [], A8: [fastest], CPU1: []}
     assert [item["without"] for item in data["unequal_items"]] == [[A1, CPU1]]
-    assert [row["label"] for row in data["ranked"]] == [A8, A1]
+    assert [row["label"] for row in data["ranked"]] == [A8, A1, CPU1]
     assert data["unequal_note"].endswith(f"Counted in, they would put {A1} first: compare the items before deciding.")
 
 

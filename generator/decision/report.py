@@ -229,7 +229,8 @@ def _conditions(row: Row, question: Question) -> list[str]:
                                longest=Figure(longest, 2, grouped=False), deadline=Decimal(format_hours(question.deadline_hours))))
     if question.budget is not None:
         if row.plan is None:
-            failed.append(Text("budget: cannot be checked ({reason})", reason=row.plan_reason))
+            if not row.owned:  # hardware the catalog does not price needs no package: it spends nothing of the budget
+                failed.append(Text("budget: cannot be checked ({reason})", reason=row.plan_reason))
         elif row.plan.total > question.budget:
             failed.append(Text("budget: planned {total} exceeds the ceiling {budget}", total=row.plan.total,
                                budget=money(question.budget)))
@@ -336,8 +337,10 @@ def _unequal(view: CampaignView, rows: list[Row], ranked: list[Row]) -> dict:
         return {"unequal": (), "unequal_note": None}
     note = Text("The ranking orders by planned package spend, the items every configuration carries alike; other costs that "
                 "only some configurations carry are shown beside it and never decide the order.")
-    with_others = sorted(ranked, key=lambda row: (row.planned_total is None, row.planned_total or 0, _rank_key(row)))
-    if [row.key for row in with_others] != [row.key for row in ranked] and all(row.planned_total is not None for row in ranked):
+    # Among the rentals: a configuration that needs none (a CPU) has no package to add its other costs to (#45).
+    priced = [row for row in ranked if row.planned_total is not None]
+    with_others = sorted(priced, key=lambda row: (row.planned_total, _rank_key(row)))
+    if [row.key for row in with_others] != [row.key for row in priced]:
         note = Joined(" ", [note, Text("Counted in, they would put {label} first: compare the items before deciding.",
                                        label=with_others[0].label)])
     return {"unequal": tuple(found), "unequal_note": note}

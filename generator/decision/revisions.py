@@ -74,8 +74,9 @@ def _named(row: Row, campaign: str):
 
 
 def answer_row(report: Report) -> Row | None:
-    """Return the configuration a report answers with: the cheapest feasible priced one, else the first feasible."""
-    return report.cheapest or (report.ranked[0] if report.ranked else None)
+    """Return the configuration a report answers with: the one that needs no rental where one meets the question (the
+    answer says it first, #45), else the cheapest feasible priced one, else the first feasible."""
+    return report.owned or report.cheapest or (report.ranked[0] if report.ranked else None)
 
 
 def configuration_name(row: Row) -> str:
