@@ -156,6 +156,8 @@ def test_each_card_runs_its_trial_at_the_same_time_with_its_own_clock_and_record
     trials = [r for r in loaded.of_campaign("sets") if r["kind"] == "trial"]
     starts = [r for r in loaded.of_campaign("sets") if r["kind"] == "start"]
     assert all(records.validate(record) == [] for record in [*trials, *starts])
+    bad = {**trials[0], "per_card": {**trials[0]["per_card"], "card": "gpu0"}}  # the schema reads per_card now
+    assert records.validate(bad) != []
     sets = {}
     for found in trials:
         sets.setdefault(found["per_card"]["set"], []).append(found)
@@ -177,6 +179,7 @@ def test_each_card_runs_its_trial_at_the_same_time_with_its_own_clock_and_record
     configuration = configuration_of(trials[0], manifest)
     assert configuration.cards == 2 and configuration.gpu_name == "NVIDIA B200"
     assert len({configuration_of(t, manifest).key for t in trials}) == 1  # both cards' trials: one configuration
+    assert configuration.hardware == "2 of 2× NVIDIA B200"  # how the lot was used, said even when it used every card
 
 
 def test_the_decision_counts_whole_sets_over_their_slowest_card_and_plans_a_lot_with_both(tiny_campaign, tmp_path, two_cards):

@@ -31,7 +31,9 @@ class Configuration:
     # The cards the trials used where fewer than the machine's gpu_count; None when they used them all or the records
     # do not say (written before trials named their devices): the label, key and plan are then the machine's, as before.
     cards_used: int | None = None
-    across: bool = False  # one model placed across the cards it used ([placement] across_cards): they must be one lot
+    # Its cards must be one lot: one model placed across them ([placement] across_cards), or one trial per card at once
+    # (per_card).
+    across: bool = False
 
 
     @property
@@ -133,9 +135,13 @@ def configuration_of(trial: dict, manifest: dict | None) -> Configuration:
                                  driver=environment.get("driver_version"),
                                  unknown_reason=f"the manifest lists no GPU {index} for device {device}")
         count = sum(1 for gpu in gpus if gpu.get("name") == used.get("name"))
+        named = devices_used(trial)
+        # One trial per card at the same time ([placement] per_card, #44): the set's cards are said even when they are
+        # every card of the machine ("2 of 2×"), so the label says how the lot was used.
+        together = len(named) if named and isinstance(trial.get("per_card"), dict) else None
         return Configuration(trial["variant"], settings, "gpu", used.get("name"), count, cpu.get("model"), threads, **common,
-                             driver=environment.get("driver_version"), cards_used=_fewer_cards(trial, count),
-                             across=len(devices_used(trial) or ()) > 1)
+                             driver=environment.get("driver_version"), cards_used=together or _fewer_cards(trial, count),
+                             across=len(named or ()) > 1)
     # A variant on the CPU ran on the CPU, even on a machine with GPUs: the GPUs did not take part.
     return Configuration(trial["variant"], settings, "cpu", None, 0, cpu.get("model"), threads, torch=common["torch"],
                          accelerator_runtime=None, driver=None)
