@@ -16,17 +16,21 @@ import os
 import posixpath
 import stat
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from iteralab.store.reading import RecordTable
 from iteralab.store.views import CampaignView, problems_by_campaign
+
+if TYPE_CHECKING:
+    import numpy as np
 
 STATE_FORMAT = 4  # of the build state file; a state of another format is ignored (every campaign is rendered again)
 
 
 def groups(table: RecordTable) -> dict[str, np.ndarray]:
     """Map each campaign, in name order, to the positions of its rows in reading order."""
+    import numpy as np  # numpy is imported when a build has work, not by every command that starts
+
     codes, names = table.frame["campaign"].factorize(sort=True)
     order = np.argsort(codes, kind="stable")
     split = np.split(order, np.flatnonzero(np.diff(codes[order])) + 1) if len(order) else []
@@ -35,6 +39,8 @@ def groups(table: RecordTable) -> dict[str, np.ndarray]:
 
 def records_keys(table: RecordTable, positions: dict[str, np.ndarray]) -> dict[str, str]:
     """Hash where each campaign's records lie: file names, the files' content hashes, and each record's offset."""
+    import numpy as np
+
     files, offsets = table.frame["file"].to_numpy(), table.frame["offset"].to_numpy()
     keys = {}
     for name, rows in positions.items():
@@ -62,6 +68,8 @@ def prediction_folders(table: RecordTable, positions: dict[str, np.ndarray]) -> 
     A folder's times stand for the names it holds, as in the no-change digest: a campaign's key hashes its folders'
     times instead of which of its files are present, so no build lists 100,000 prediction files to key 1,000 campaigns.
     """
+    import numpy as np
+
     frame = table.frame
     paths = frame["predictions_path"]
     # A path as the runner writes it (its campaign's folder, then a plain name) needs no normpath: told apart by Arrow's
