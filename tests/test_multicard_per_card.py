@@ -146,10 +146,16 @@ def test_per_card_is_read_and_what_it_cannot_honour_is_refused_before_timing(tin
 
 
 def test_each_card_runs_its_trial_at_the_same_time_with_its_own_clock_and_record(tiny_campaign, tmp_path, two_cards):
+    import torch
+
     two_cards.barrier = threading.Barrier(2, timeout=60)
     campaign = declared(tiny_campaign(name="sets", batch_sizes=(1,), repetitions=2), PER_CARD)
+    initialisers = {name: getattr(torch.nn.init, name) for name in dir(torch.nn.init) if name.endswith("_")}
     result = run_campaign(campaign_file=campaign, runs_dir=tmp_path / "runs", quiet=True, stages=False)
     assert [t["error"] for t in result.trials] == [None] * 4
+    # The cards' models loaded one at a time: two loads at once left torch.nn.init's functions empty for the rest of
+    # the process (transformers swaps them during a load), and every model built afterwards uninitialised.
+    assert {name: getattr(torch.nn.init, name) for name in initialisers} == initialisers
     assert [t["status"] for t in result.trials] == ["ok"] * 4 and sorted(two_cards.windows) == ["cuda:0", "cuda:0",
                                                                                                "cuda:1", "cuda:1"]
     loaded = reading.load(tmp_path / "runs")

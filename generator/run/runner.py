@@ -26,6 +26,7 @@ from iteralab.run.signals import Signals
 from iteralab.run.stages import SKIPPED, STAGE_PHASE, StageFailed, failure_message, validate_all
 from iteralab.run.summary import Progress, plan_data
 from iteralab.run.trial import (
+    LOADING,
     Interrupted,
     PhaseClock,
     TrialPlace,
@@ -349,7 +350,7 @@ def _measure(prepared: Prepared, runs_dir: Path, variant, trial_id: str, clock: 
     campaign, protocol, workload = prepared.campaign, prepared.campaign.protocol, prepared.workload
     with clock.phase("environment_check"):
         _check_environment(variant, protocol)
-    with clock.phase("model_load"):
+    with clock.phase("model_load"), LOADING:
         tokenizer, model = workload.load_model(campaign.model_path, variant, protocol)
     got.work = _compiled(clock, prepared, variant, tokenizer, model)
     got.work.before_window(clock, prepared, runs_dir)  # the warm-up, or an adaptation's first forward, backward, update

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import resource
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -67,6 +68,12 @@ class TrialPlace(NamedTuple):
 
 class Interrupted(BaseException):
     """SIGINT or SIGTERM reached the runner; the trial is recorded as interrupted."""
+
+# One model loads at a time in this process. transformers' loading replaces torch.nn.init's functions with empty ones
+# and puts back what it found: two loads at once ([placement] per_card, a thread per card) put back the empty ones, and
+# every model built later in the process kept its weights uninitialised (#44; a later test's tiny GPT-2 generated
+# other tokens). Under per_card a card's model_load phase includes its wait for the other card's load.
+LOADING = threading.Lock()
 
 
 def _torch():
