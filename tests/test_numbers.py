@@ -103,3 +103,15 @@ def _is_whole(kind: str, path: tuple) -> bool:
     for key in path:
         value = value[key]
     return type(value) is int
+
+
+def test_a_negative_zero_never_prints_a_minus_nor_makes_later_zeros_print_one():
+    """Regression: the format caches key -0.0 and 0.0 alike (equal, one hash). After a record from another machine held
+    -0, every zero formatted later in the build printed "-0" (a generation page's median of [0, 0] did, in the suite)."""
+    from iteralab.site.render import FORMATS, cell, fmt
+
+    for kind in FORMATS:
+        for code in ("en", "id"):
+            said = [str(fmt(value, kind, code=code)) for value in (-0.0, 0.0, 0)]
+            assert not any(text.lstrip().startswith("-") for text in said), (kind, code, said)
+            assert "-" not in str(cell(-0.0, kind, code=code)).split(">", 1)[1][:2], (kind, code)

@@ -108,10 +108,17 @@ def moment(text: str | None, code: str | None = None) -> str:
 def fmt(value, kind: str = "text", reason: str | None = None, code: str | None = None) -> Markup:
     """Format VALUE one way everywhere; a missing value is an empty cell with its reason, never 0."""
     code = code or language.current()
+    value = _unsigned_zero(value)
     try:
         return _fmt_cached(value, kind, reason, code)
     except TypeError:  # an unhashable value (a list or object shown as text)
         return _fmt(value, kind, reason, code)
+
+
+def _unsigned_zero(value):
+    """Return 0.0 for -0.0. The caches key -0.0 and 0.0 as one value (equal, same hash): after a record held -0 (from
+    another machine), every zero of the build printed "-0" (a generation page's median of [0, 0] did)."""
+    return 0.0 if type(value) is float and value == 0 else value
 
 
 def _cell(value, kind: str, reason, code: str) -> Markup:
@@ -124,6 +131,7 @@ _cell_cached = lru_cache(maxsize=1 << 16, typed=True)(_cell)
 def cell(value, kind: str = "text", reason: str | None = None, code: str | None = None) -> Markup:
     """Return a table cell holding fmt(VALUE), right-aligned for numbers."""
     code = code or language.current()
+    value = _unsigned_zero(value)
     try:
         return _cell_cached(value, kind, reason, code)
     except TypeError:
