@@ -113,6 +113,9 @@ def test_the_decision_and_campaign_pages_say_the_cpu_first_in_both_languages(tmp
         assert answer_word in (None, word) and said == f"{word} {first} " + (
             NOTHING_ASKED if folder == "" else "Menyewa tidak menambahkan apa pun yang ditanyakan pertanyaan ini; sebuah "
             "kartu layak diukur hanya untuk membandingkan.")
+        # Which phases a fresh process pays once, and that the projection counts them once per lot (#45).
+        once = decision.select_one("#once-per-process").get_text(" ", strip=True)
+        assert once.startswith(("Once per process: the first trial", "Sekali per proses: uji pertama"))
         campaign = BeautifulSoup((out / folder / "campaigns" / "merged" / "index.html").read_text(encoding="utf-8"),
                                  "html.parser")
         assert campaign.select_one("#decision-link").get_text(" ", strip=True).split(": ", 1)[1].startswith(first)
