@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -39,6 +40,20 @@ def pytest_configure(config):
     # A test that builds twice and compares must render twice: a copy from the store of rendered campaigns would make
     # "the same bytes" true by construction. The store's own tests (test_stored.py, and two builds at once) turn it on.
     os.environ["ITERALAB_CAMPAIGN_STORE_MB"] = "0"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Collect what the test left, then freeze what survives it, so that later collections never walk it again.
+
+    A full collection walks every tracked object, and a test worker holds torch's, transformers', pandas' and every
+    module fixture's: the two workers' automatic full collections took 22 to 26 s of CPU a suite run (about 75 ms each,
+    over 300 of them), 2.4 s with this (#50). Frozen objects are still freed when their last reference goes; only a
+    cycle among them stays, which a worker's memory can afford. The runner keeps a heap its caller froze frozen.
+    """
+    yield
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture

@@ -95,6 +95,24 @@ def test_the_manifest_says_determinism_as_it_is_and_the_model_is_gone_before_mem
     assert said["float32_matmul_precision"] in ("highest", "high", "medium")
 
 
+def test_a_run_freezes_the_heap_for_its_trials_and_thaws_only_what_it_froze(tiny_campaign, tmp_path, monkeypatch):
+    """Regression for #50: a run thawed a heap its caller had frozen (the test workers freeze theirs after each test), so
+    every later collection walked torch's and transformers' objects again."""
+    import gc
+
+    frozen_at_release, real_release = [], runner.release
+    monkeypatch.setattr(runner, "release", lambda device: (frozen_at_release.append(gc.get_freeze_count() > 0),
+                                                            real_release(device)))
+    campaign = tiny_campaign(repetitions=1, batch_sizes=(1,))
+    gc.freeze()
+    runner.run_campaign(campaign_file=campaign, runs_dir=tmp_path / "frozen", quiet=True, stages=False)
+    assert gc.get_freeze_count() > 0  # the caller's frozen heap stays frozen
+    gc.unfreeze()
+    runner.run_campaign(campaign_file=campaign, runs_dir=tmp_path / "thawed", quiet=True, stages=False)
+    assert gc.get_freeze_count() == 0  # what the run froze itself is thawed at its end
+    assert frozen_at_release == [True, True]  # each trial ran and was released over a frozen heap
+
+
 def test_the_campaign_page_says_determinism_is_requested_not_guaranteed(tmp_path, cli):
     from iteralab.store import records
     from tests import factory

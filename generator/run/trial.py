@@ -211,15 +211,18 @@ def settled_heap():
     release() collects after each trial so that a model caught in a reference cycle is gone before the next one loads.
     A full collection walks every tracked object: with torch and transformers imported that took 0.3 s a trial here,
     longer than a tiny trial's work. Frozen (gc.freeze), the objects that outlive every trial are not walked again; the
-    trial's own objects still are. Unfrozen at the end, so a process that runs campaigns one after another (the demo,
-    the tests) collects as usual between them.
+    trial's own objects still are. Unfrozen at the end, so a process that runs campaigns one after another (the demo)
+    collects as usual between them; a heap its caller froze stays frozen (the test workers freeze theirs after each
+    test, and a thaw here made every later collection walk all of it again).
     """
+    frozen_by_caller = gc.get_freeze_count() > 0
     gc.collect()
     gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if not frozen_by_caller:
+            gc.unfreeze()
 
 
 def release(device: str) -> None:
