@@ -19,7 +19,14 @@ from iteralab.money.catalog import load_catalog
 from iteralab.run.trial import PhaseClock
 from iteralab.site.figures import campaign_charts, decision_charts
 from iteralab.store import reading
-from iteralab.store.trials import ADAPTATION_COLUMNS, CSV_COLUMNS, GENERATION_COLUMNS, initialisation, trial_table
+from iteralab.store.trials import (
+    ADAPTATION_COLUMNS,
+    CSV_COLUMNS,
+    GENERATION_COLUMNS,
+    PER_CARD_COLUMNS,
+    initialisation,
+    trial_table,
+)
 from iteralab.store.views import CampaignView, campaign_views, kind_of
 
 __all__ = ["PhaseClock", "Runs", "open_runs"]
@@ -91,7 +98,8 @@ class Runs:
                                                                                           *CSV_COLUMNS, *TRIAL_EXTRAS])
         # As trials.csv: a kind of work's own columns only where a trial carries its object.
         extra = [*(GENERATION_COLUMNS if "has_generation" in frame and frame["has_generation"].any() else ()),
-                 *(ADAPTATION_COLUMNS if "has_adaptation" in frame and frame["has_adaptation"].any() else ())]
+                 *(ADAPTATION_COLUMNS if "has_adaptation" in frame and frame["has_adaptation"].any() else ()),
+                 *(PER_CARD_COLUMNS if "has_per_card" in frame and frame["has_per_card"].any() else ())]
         variant = sorted(column for column in frame.columns if column.startswith("variant_"))
         return _typed(frame[["campaign", "kind_of_work", *CSV_COLUMNS, *extra, *TRIAL_EXTRAS, *variant]])
 

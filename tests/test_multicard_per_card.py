@@ -301,6 +301,21 @@ def test_the_pages_say_each_cards_trial_and_peaks_apart_and_the_placement_in_the
     details = page("sets", "decision.html").select_one("table.decision-details tbody tr").get_text(" ", strip=True)
     assert "per set of 2 corpora at once (its slowest card's window); 1 of 1 set(s) with every card ok" in details
     assert "one card's own" not in page("across", "index.html").select_one("table.variants caption").get_text(" ")
+    # trials.csv and the Python API name each record's card and set, so a spreadsheet groups the sets as the decision
+    # does; a campaign without per_card keeps its columns.
+    import csv
+
+    from iteralab import open_runs
+
+    site = tmp_path / "site" / "campaigns"
+    rows = list(csv.DictReader((site / "sets" / "trials.csv").read_text(encoding="utf-8").split("\n")))
+    assert sorted(row["card"] for row in rows) == ["cuda:0", "cuda:1"] and len({row["card_set"] for row in rows}) == 1
+    assert rows[0]["card_set"].startswith("set-")
+    assert "card" not in (site / "across" / "trials.csv").read_text(encoding="utf-8").split("\n", 1)[0].split(",")
+    trials = open_runs(runs).trials.set_index("record_id")
+    assert {record_id: trials.at[record_id, "card"] for record_id in (row["record_id"] for row in rows)} == \
+        {row["record_id"]: row["card"] for row in rows}
+    assert trials.loc[trials["campaign"] == "across", "card"].isna().all()
 
 
 def test_sets_measured_on_two_cards_are_never_planned_on_lots_of_one_card(tmp_path):

@@ -61,9 +61,12 @@ ADAPTATION_COLUMNS = ["first_forward_s", "first_backward_s", "first_update_s", "
                       "memory_estimate_total_bytes", "gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes",
                       "host_peak_rss_bytes", "export_sha256", "export_bytes", "first_update_loss", "validation_loss"]
 ADAPTATION_FIGURES = ("updates", "updates_per_s", "train_examples_per_s", "train_tokens_per_s", "time_to_validated_model_s")
+# And those of a campaign run one trial per card at the same time ([placement] per_card): the card a record ran on and
+# the set it ran in (a set's cards share its window), so that a spreadsheet can group them as the decision does.
+PER_CARD_COLUMNS = ["card", "card_set"]
 # set_aside is in no figure: an exclusion names the trial, or it was disturbed and the protocol does not use it.
-OBJECT_COLUMNS = [*CSV_COLUMNS, *GENERATION_COLUMNS, *ADAPTATION_COLUMNS, "configuration_key", "accepted", "has_generation",
-                  "has_adaptation", "set_aside"]
+OBJECT_COLUMNS = [*CSV_COLUMNS, *GENERATION_COLUMNS, *ADAPTATION_COLUMNS, *PER_CARD_COLUMNS, "configuration_key", "accepted",
+                  "has_generation", "has_adaptation", "has_per_card", "set_aside"]
 # then two float columns, what the decision reads: window_s, the seconds of one useful unit (a corpus's measured window;
 # an adaptation's time to the validated model), and one_time_s, the one-time seconds that unit does not hold (for a
 # model: the environment check and the compilation, its time holding the load and the first steps), plus CUDA's
@@ -164,7 +167,7 @@ def _row(trial: dict, configuration: tuple, exclusion: str | None, rule: str | N
         "predictions_sha256": (trial.get("predictions") or {}).get("sha256"),
         "accepted": bool(trial["corpus_accepted"]),
         "excluded_by": exclusion, "exclusion_rule": rule, **_generation_cells(trial, phases, overall),
-        **_adaptation_cells(trial, phases),
+        **_adaptation_cells(trial, phases), **_per_card_cells(trial),
         **disturbance_cells(trial), "set_aside": aside,
     }
     window = (phases["measured_window"]["duration_ns"] / 1e9 if model is None else model) if ok else float("nan")
@@ -214,6 +217,17 @@ def _adaptation_cells(trial: dict, phases: dict) -> dict:
 _NO_ADAPTATION = {**dict.fromkeys(ADAPTATION_COLUMNS), "has_adaptation": False}
 
 
+def _per_card_cells(trial: dict) -> dict:
+    """Return the card and set of a trial run one per card at the same time (None in every other trial's row)."""
+    found = trial.get("per_card")
+    if not isinstance(found, dict):
+        return _NO_PER_CARD
+    return {"card": found.get("card"), "card_set": found.get("set"), "has_per_card": True}
+
+
+_NO_PER_CARD = {**dict.fromkeys(PER_CARD_COLUMNS), "has_per_card": False}
+
+
 def _seconds(nanoseconds) -> str | None:
     return None if nanoseconds is None else f"{nanoseconds / 1e9:.6f}"
 
@@ -226,7 +240,8 @@ def trials_csv(table) -> str:
     # The csv module over the object block writes what pandas' to_csv wrote (each cell as str, None empty, quoted
     # only where needed) in a tenth of its time, which counted at a thousand campaigns per build.
     columns = [*CSV_COLUMNS, *(GENERATION_COLUMNS if table["has_generation"].any() else ()),
-               *(ADAPTATION_COLUMNS if table["has_adaptation"].any() else ())]
+               *(ADAPTATION_COLUMNS if table["has_adaptation"].any() else ()),
+               *(PER_CARD_COLUMNS if table["has_per_card"].any() else ())]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
