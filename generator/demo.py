@@ -161,7 +161,7 @@ def fine_tune(base: Path, tuning: list[Entry], target: Path, verbose: bool) -> d
 
 def _threshold(value: float) -> float:
     """Set a threshold a fixed margin under the held-out figure, rounded down to two places."""
-    return int((value - RECIPE["threshold_margin"]) * 100) / 100
+    return demo_generate.floor_hundredth(value - RECIPE["threshold_margin"])
 
 
 def native_bf16(cpuinfo: str | None = None) -> bool:

@@ -21,7 +21,7 @@ import re
 import shutil
 from pathlib import Path
 
-from iteralab.demo_generate import LABELS, MAX_LENGTH, SEED, build_whole, kept_campaign, split_tuning
+from iteralab.demo_generate import LABELS, MAX_LENGTH, SEED, build_whole, floor_hundredth, kept_campaign, split_tuning
 from iteralab.run.corpus import Entry, load_corpus, write_jsonl
 
 ADAPT_CAMPAIGN = "demo-rotten-tomatoes-adapt"
@@ -106,10 +106,8 @@ def threshold(training: dict) -> float:
 
     The validation reviews are another sample than the held-out ones: on the demo's reviews the classifier, untouched,
     scored 0.625 on 256 of them and 0.725 on the 386 held out, so a threshold without the allowance refused models for
-    the sample they were validated on. Rounded to 9 places first, so a float just under a two-place figure
-    (0.5599999...) is not cut a hundredth lower."""
-    lowered = training["heldout_accuracy"] - RECIPE["margin"] - sampling_allowance(training)
-    return math.floor(round(lowered * 100, 9)) / 100
+    the sample they were validated on."""
+    return floor_hundredth(training["heldout_accuracy"] - RECIPE["margin"] - sampling_allowance(training))
 
 
 def adaptation_campaign_text(training: dict, model_dir: Path) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import shutil
@@ -290,9 +291,15 @@ def prepare_generation(*, workspace: Path, tokenizer_dir: Path, log=None) -> Pat
         generation_campaign_text, log, f"first run: training the demo's small causal LM once (about 30 s; cached in {folder})")
 
 
+def floor_hundredth(value: float) -> float:
+    """Round VALUE down to two places, as the demos' thresholds are: first to 9 places, so that a float just under a
+    two-place figure (0.61 - 0.05 is 0.5599999...) is not cut a hundredth lower."""
+    return math.floor(round(value * 100, 9)) / 100
+
+
 def generation_campaign_text(training: dict) -> str:
     """Write the demo's generation campaign: the label word generated for 120 reviews, batch 1 against batch 8."""
-    threshold = int((training["heldout_accuracy"] - MARGIN) * 100) / 100
+    threshold = floor_hundredth(training["heldout_accuracy"] - MARGIN)
     lines = [
         f'campaign = "{GENERATE_CAMPAIGN}"',
         f'title = "Demo: generate the verdict word for {GENERATE_ENTRIES} film reviews (a one-block GPT-2 trained for '

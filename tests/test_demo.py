@@ -53,6 +53,17 @@ def test_split_is_reproducible(demo_split):
     assert [e.id for e in demo.split_corpora(entries, counts)[1]] == [e.id for e in final]
 
 
+def test_a_threshold_on_a_two_place_figure_is_not_cut_a_hundredth_lower(tmp_path):
+    """0.61 - 0.05 is 0.5599999... as a float: the classify and generate demos set 0.55 where the rule says 0.56."""
+    from iteralab import demo_generate
+    from iteralab.run.campaign import load_campaign
+
+    assert demo._threshold(0.61) == 0.56 and demo._threshold(0.6149) == 0.56 and demo._threshold(0.6099) == 0.55
+    (tmp_path / "campaign.toml").write_text(demo_generate.generation_campaign_text({"heldout_accuracy": 0.61}),
+                                            encoding="utf-8")
+    assert load_campaign(tmp_path / "campaign.toml").protocol["thresholds"] == {"reference_match": 0.56}
+
+
 def test_demo_campaign_declares_both_series_against_the_fp32_reference(tmp_path):
     (tmp_path / "campaign.toml").write_text(demo.campaign_text(tmp_path, {"heldout_accuracy": 0.8123}, bf16=True), encoding="utf-8")
     campaign = load_campaign(tmp_path / "campaign.toml")
