@@ -120,3 +120,29 @@ def test_the_protocol_has_the_table_only_when_the_campaign_file_declares_it(tiny
     wrong = tiny_campaign(name="wrong", disturbance="other_cpu_shar = 0.2")
     with pytest.raises(UserError, match=r"\[protocol.disturbance\] unknown key\(s\) other_cpu_shar"):
         load_campaign(wrong)
+
+
+def test_the_trial_page_says_what_disturbed_a_trial_and_whether_it_counts(tmp_path):
+    """A disturbed trial's section said nothing of it: a reader saw an ok trial that the decision left out."""
+    from bs4 import BeautifulSoup
+
+    durations = {"b1": [1.0, 1.02, 4.6, 1.01], "b8": [0.5, 0.51, 0.5, 0.52]}
+    for name, extra in (("busy", None), ("allowed", {"disturbance": {**DEFAULTS, "use_disturbed": True}})):
+        trials = write(tmp_path / name, durations, disturbed={("b1", 3)}, protocol_extra=extra)
+        build_site(runs=tmp_path / name, out=tmp_path / f"site-{name}", quiet=True, languages=("en", "id"))
+        for language, folder in (("en", ""), ("id", "id")):
+            page = BeautifulSoup((tmp_path / f"site-{name}" / folder / "campaigns" / "camp" / "trials.html")
+                                 .read_text(encoding="utf-8"), "html.parser")
+            disturbed = trials[("b1", 3)]["record_id"]
+            said = page.select("article.trial p.disturbed")
+            assert [p["id"] for p in said] == [f"{disturbed}-disturbed"], (name, language)  # that trial only
+            text = said[0].get_text(" ", strip=True)
+            assert "other processes used 0.80 of a core" in text  # what crossed the rule, as the runner wrote it
+            index = [li.get_text(" ", strip=True) for li in page.select("ol.trial-index li")]
+            marked = [line for line in index if ("disturbed" in line or "terganggu" in line)]
+            if language == "en":
+                assert text.startswith("Disturbed during its measured window:")
+                assert ("counts in no figure" in text) is (name == "busy") and ("so it counts." in text) is (name == "allowed")
+            else:
+                assert text.startswith("Terganggu selama jendela terukurnya:")
+            assert len(marked) == (1 if name == "busy" else 0) and (not marked or marked[0].startswith(disturbed))

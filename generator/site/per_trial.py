@@ -15,20 +15,29 @@ from iteralab.site.generated import definitions, trial_figures
 from iteralab.site.render import NO_ENTRIES, cell, fill, fmt, moment, pretty_json, say_value, shown
 from iteralab.site.words import said
 from iteralab.store import generation
+from iteralab.store.disturbance import is_disturbed, set_aside
 from iteralab.store.trials import initialised_runs, phases_of
 from iteralab.store.views import CampaignView
 
 COMPARISONS = {">=": "≥", "<=": "≤"}  # as every other page writes a threshold; the record keeps its ASCII form
 
 
-def trial_index(view: CampaignView, retry_words: str = "", excluded_words: str = "") -> Markup:
+def trial_index(view: CampaignView, retry_words: str = "", excluded_words: str = "", disturbed_words: str = "") -> Markup:
     """Return the trials page's list of links, one per trial in run order: its id, variant and status, then
-    RETRY_WORDS after a trial that runs an interrupted repetition again and EXCLUDED_WORDS after one an exclusion sets aside."""
+    RETRY_WORDS after a trial that runs an interrupted repetition again, EXCLUDED_WORDS after one an exclusion sets aside
+    and DISTURBED_WORDS after one the decision sets aside as disturbed."""
     status_word = said(language.current())["status_word"]
+    aside = _disturbed_aside(view)
     return Markup("".join(f'<li><a href="#{escape(t["record_id"])}">{escape(t["record_id"])}</a> ({escape(t["variant"])}, '
                           f'{status_word(t["status"])}{f"; {escape(retry_words)}" if t.get("retry_of") else ""}'
-                          f'{f"; {escape(excluded_words)}" if t["record_id"] in view.excluded else ""})</li>'
+                          f'{f"; {escape(excluded_words)}" if t["record_id"] in view.excluded else ""}'
+                          f'{f"; {escape(disturbed_words)}" if t["record_id"] in aside else ""})</li>'
                           for t in view.trials))
+
+
+def _disturbed_aside(view: CampaignView) -> dict[str, str]:
+    """Return the ids of VIEW's disturbed trials that the decision sets aside (their protocol does not use them)."""
+    return set_aside(view.trials, {manifest["record_id"]: manifest for manifest in view.manifests})
 
 
 def trial_sections(view: CampaignView, bundle_name: str, w: dict) -> Markup:
@@ -38,7 +47,8 @@ def trial_sections(view: CampaignView, bundle_name: str, w: dict) -> Markup:
     exclusions = {exclusion["record_id"]: exclusion for exclusion in reversed(view.exclusions)}  # the first of an id wins
     # CUDA's initialisation of each run, said under its trials' phases (a campaign of runs that never recorded it: nothing).
     runs = initialised_runs(view.manifests)
-    w = {**w, "initialisation": {manifest_id: _initialisation(entry, w, code) for manifest_id, entry in runs.items()}}
+    w = {**w, "initialisation": {manifest_id: _initialisation(entry, w, code) for manifest_id, entry in runs.items()},
+         "aside": _disturbed_aside(view)}
     return Markup("".join(_section(trial, view, bundle_name, w, code, words, exclusions) for trial in view.trials))
 
 
@@ -72,6 +82,8 @@ def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: s
     if trial["record_id"] in view.excluded:
         exclusion = exclusions[view.excluded[trial["record_id"]]]
         parts.append(f'<p class="warning">{fill(w["excluded"], record=exclusion["record_id"], at=moment(exclusion["created_at"], code), rule=exclusion["rule"])}</p>')
+    if is_disturbed(trial):
+        parts.append(_disturbed(trial, trial_id, w))
     if isinstance(trial.get("per_card"), dict):
         parts.append(_per_card(trial, trial_id, w))
     rows = trial_rows(trial, code, words["phase_word"])
@@ -112,6 +124,15 @@ def _phases(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
             f'  <tbody>{body}</tbody>\n</table>\n</div>\n'
             f'<p><small>{w["rss"]}: {escape(say_value(scope, code)) if scope else fmt(None, code=code)}.</small></p>\n'
             f'{w["initialisation"].get(trial.get("manifest_id"), "")}{derived}</section>\n')
+
+
+def _disturbed(trial: dict, trial_id: str, w: dict) -> str:
+    """Say what disturbed TRIAL's measured window, as the runner wrote it, and whether the decision sets it aside."""
+    crossed = "; ".join(str(found.get("text")) for found in trial["interference"].get("crossed") or ()
+                        if isinstance(found, dict)) or w["unknown"]
+    aside = trial["record_id"] in w["aside"]
+    return (f'<p id="{trial_id}-disturbed" class="{"warning " if aside else ""}disturbed">'
+            f'{fill(w["disturbed_aside" if aside else "disturbed_used"], what=crossed)}</p>\n')
 
 
 def _per_card(trial: dict, trial_id: str, w: dict) -> str:
