@@ -146,3 +146,8 @@ def test_the_trial_page_says_what_disturbed_a_trial_and_whether_it_counts(tmp_pa
             else:
                 assert text.startswith("Terganggu selama jendela terukurnya:")
             assert len(marked) == (1 if name == "busy" else 0) and (not marked or marked[0].startswith(disturbed))
+            # The campaign page's table of every trial marks it too, linking to what disturbed it.
+            campaign = BeautifulSoup((tmp_path / f"site-{name}" / folder / "campaigns" / "camp" / "index.html")
+                                     .read_text(encoding="utf-8"), "html.parser")
+            links = [a["href"] for a in campaign.select("td small.excluded a") if "disturbed" in a["href"]]
+            assert links == ([f"trials.html#{disturbed}-disturbed"] if name == "busy" else [])

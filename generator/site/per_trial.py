@@ -215,6 +215,7 @@ def trial_table_rows(view: CampaignView, w: dict) -> Markup:
     code = language.current()
     status_word = said(code)["status_word"]
     excluded = f'<br><small class="excluded"><a href="#exclusions">{w["excluded"]}</a></small>'
+    aside = _disturbed_aside(view)
     rows = []
     for index, trial in enumerate(view.trials, start=1):
         quality = trial.get("quality") or {}
@@ -228,11 +229,13 @@ def trial_table_rows(view: CampaignView, w: dict) -> Markup:
         else:
             where = w["none"]
         trial_id = escape(trial["record_id"])
+        disturbed = (f'<br><small class="excluded"><a href="trials.html#{trial_id}-disturbed">{w["disturbed"]}</a></small>'
+                     if trial["record_id"] in aside else "")
         rows.append(
             f'<tr class="{"failure" if trial["status"] != "ok" else ""}">\n'
             f'      <td class="num">{shown(index, code)}</td><td><a href="trials.html#{trial_id}">{trial_id}</a></td>'
             f'<td>{escape(trial["variant"])}</td><td class="num">{shown(trial["repetition"], code)}</td>'
-            f'<td>{status_word(trial["status"])}{excluded if trial["record_id"] in view.excluded else ""}</td>\n'
+            f'<td>{status_word(trial["status"])}{excluded if trial["record_id"] in view.excluded else ""}{disturbed}</td>\n'
             f'{cell(window.get("duration_ns"), "ns", window.get("reason") or w["window"], code)}\n'
             f'      {cell(overall.get("accuracy"), "ratio", missing.get("accuracy") or w["failed"], code)}\n'
             f'      {cell(overall.get("agreement"), "ratio", missing.get("agreement") or w["failed"], code)}\n'
