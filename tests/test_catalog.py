@@ -173,6 +173,9 @@ def test_cost_per_validated_corpus_says_why_it_is_undefined():
     ("v1,x,X,1,,3,10.005,USD\n", "p.csv:2: price_per_lot '10.005' is not a price; write digits with at most two "
      "decimals and no thousands separator, e.g. 2071.00"),
     ("v1,x,X,1,,3,-5,USD\n", "p.csv:2: price_per_lot -5 is negative"),
+    # A mutant's survivor: -0 was read as a price and every total of the lot shown as -0.00.
+    ("v1,x,X,1,,3,-0,USD\n", "p.csv:2: price_per_lot -0 is zero written with a minus sign; write 0.00"),
+    ("v1,x,X,1,,3,-0.00,USD\n", "p.csv:2: price_per_lot -0.00 is zero written with a minus sign; write 0.00"),
     ("", "p.csv: the catalog has no price rows"),
     ("v2,x,X,1,,3,10.00,USD\nv1,x,X,1,,7,10.00,USD\n", "p.csv: rows mix catalog versions v1, v2; keep one version per file"),
 ])

@@ -221,6 +221,8 @@ def _parse_price(value: str, where: str) -> Decimal:
     price = Decimal(value)
     if price < 0:
         raise UserError(f"{where}: price_per_lot {value} is negative")
+    if value.startswith("-"):  # Decimal keeps the sign of -0: every total of the lot would be shown as -0.00
+        raise UserError(f"{where}: price_per_lot {value} is zero written with a minus sign; write 0.00")
     return money(price)
 
 
