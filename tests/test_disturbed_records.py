@@ -151,3 +151,17 @@ def test_the_trial_page_says_what_disturbed_a_trial_and_whether_it_counts(tmp_pa
                                      .read_text(encoding="utf-8"), "html.parser")
             links = [a["href"] for a in campaign.select("td small.excluded a") if "disturbed" in a["href"]]
             assert links == ([f"trials.html#{disturbed}-disturbed"] if name == "busy" else [])
+
+
+def test_iteralab_trials_says_which_trial_was_disturbed_and_whether_it_counts(tmp_path, cli):
+    trials = write(tmp_path / "busy", {"b1": [1.0, 1.02, 4.6], "b8": [0.5, 0.51, 0.5]}, disturbed={("b1", 3)})
+    write(tmp_path / "old", {"b1": [1.0, 1.02, 1.01], "b8": [0.5, 0.51, 0.5]}, old=True)
+    code, out, _ = cli("trials", "camp", "--runs", tmp_path / "busy", "--json")
+    rows = {row["trial_id"]: row for row in json.loads(out)["trials"]}
+    disturbed = trials[("b1", 3)]["record_id"]
+    assert code == 0 and [(row["disturbed"], row["set_aside_as_disturbed"]) for row in rows.values()].count((False, False)) == 5
+    assert (rows[disturbed]["disturbed"], rows[disturbed]["set_aside_as_disturbed"]) == (True, True)
+    code, text, _ = cli("trials", "camp", "--runs", tmp_path / "busy")
+    assert [line.split()[0] for line in text.splitlines() if "disturbed: set aside" in line] == [disturbed]
+    code, out, _ = cli("trials", "camp", "--runs", tmp_path / "old", "--json")
+    assert {row["disturbed"] for row in json.loads(out)["trials"]} == {None}  # not measured, never clean

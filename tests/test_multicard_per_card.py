@@ -316,6 +316,8 @@ def test_the_pages_say_each_cards_trial_and_peaks_apart_and_the_placement_in_the
     assert {record_id: trials.at[record_id, "card"] for record_id in (row["record_id"] for row in rows)} == \
         {row["record_id"]: row["card"] for row in rows}
     assert trials.loc[trials["campaign"] == "across", "card"].isna().all()
+    code, out, _ = cli("trials", "sets", "--runs", runs)
+    assert code == 0 and sorted(line.split("  on ")[1].split()[0] for line in out.splitlines()) == ["cuda:0", "cuda:1"]
 
 
 def test_sets_measured_on_two_cards_are_never_planned_on_lots_of_one_card(tmp_path):

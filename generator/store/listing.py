@@ -7,6 +7,7 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.store import adaptation, reading, records
+from iteralab.store.disturbance import is_disturbed, measured, set_aside
 from iteralab.store.views import CampaignView, campaign_views, kind_of
 
 
@@ -63,20 +64,29 @@ def run_rows(view: CampaignView) -> list[dict]:
 def trial_rows(view: CampaignView, *, accepted: bool = False, run_id: str | None = None) -> list[dict]:
     """One row per trial in run order (only corpus-accepted ones with ACCEPTED, only RUN_ID's with it)."""
     labels = {t["record_id"]: summary.label for summary in view.variants for t in summary.trials}
+    aside = set_aside(view.trials, {manifest["record_id"]: manifest for manifest in view.manifests})
     rows = []
     for trial in view.trials:
         if (accepted and not trial["corpus_accepted"]) or (run_id is not None and trial["run_id"] != run_id):
             continue
-        measured = trial["phases"].get("measured_window") or {}
-        window = measured.get("duration_ns")
+        phase = trial["phases"].get("measured_window") or {}
+        window = phase.get("duration_ns")
         rows.append({"trial_id": trial["record_id"], "run_id": trial["run_id"], "configuration": labels.get(trial["record_id"]),
                      "repetition": trial["repetition"], "status": trial["status"],
                      "corpus_accepted": trial["corpus_accepted"], "excluded_by": view.excluded.get(trial["record_id"]),
                      "retry_of": trial.get("retry_of"),
                      "measured_window_s": None if window is None else window / 1e9,
-                     "measured_window_completed": None if window is None else measured.get("completed", True),
-                     **_model(trial)})
+                     "measured_window_completed": None if window is None else phase.get("completed", True),
+                     # None where the record predates the interference reading: not measured, never clean.
+                     "disturbed": is_disturbed(trial) if measured(trial) else None,
+                     "set_aside_as_disturbed": trial["record_id"] in aside, **_per_card(trial), **_model(trial)})
     return rows
+
+
+def _per_card(trial: dict) -> dict:
+    """Return the card and set of a trial run one per card at the same time (nothing for another trial)."""
+    found = trial.get("per_card")
+    return {"card": found.get("card"), "card_set": found.get("set")} if isinstance(found, dict) else {}
 
 
 def _model(trial: dict) -> dict:
@@ -117,6 +127,10 @@ def describe_trials(view: CampaignView, rows: list[dict]) -> str:
             line += f"  excluded by {row['excluded_by']}"
         if row["retry_of"]:
             line += f"  runs again interrupted {row['retry_of']}"
+        if row["disturbed"]:
+            line += "  disturbed: set aside" if row["set_aside_as_disturbed"] else "  disturbed: used (use_disturbed)"
+        if row.get("card"):
+            line += f"  on {row['card']} (set {row['card_set']})"
         if row["measured_window_s"] is not None and row.get("measured_window_completed") is False:
             # A stopped window's time covers part of the corpus: never printed as if it were the trial's duration.
             line += f"  window interrupted after {row['measured_window_s']:.3f} s (part of the corpus)"
