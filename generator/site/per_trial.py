@@ -15,7 +15,7 @@ from iteralab.site.generated import definitions, trial_figures
 from iteralab.site.render import NO_ENTRIES, cell, fill, fmt, moment, pretty_json, say_value, shown
 from iteralab.site.words import said
 from iteralab.store import generation
-from iteralab.store.disturbance import is_disturbed, set_aside
+from iteralab.store.disturbance import is_disturbed, set_aside_in
 from iteralab.store.trials import initialised_runs, phases_of
 from iteralab.store.views import CampaignView
 
@@ -27,17 +27,12 @@ def trial_index(view: CampaignView, retry_words: str = "", excluded_words: str =
     RETRY_WORDS after a trial that runs an interrupted repetition again, EXCLUDED_WORDS after one an exclusion sets aside
     and DISTURBED_WORDS after one the decision sets aside as disturbed."""
     status_word = said(language.current())["status_word"]
-    aside = _disturbed_aside(view)
+    aside = set_aside_in(view)
     return Markup("".join(f'<li><a href="#{escape(t["record_id"])}">{escape(t["record_id"])}</a> ({escape(t["variant"])}, '
                           f'{status_word(t["status"])}{f"; {escape(retry_words)}" if t.get("retry_of") else ""}'
                           f'{f"; {escape(excluded_words)}" if t["record_id"] in view.excluded else ""}'
                           f'{f"; {escape(disturbed_words)}" if t["record_id"] in aside else ""})</li>'
                           for t in view.trials))
-
-
-def _disturbed_aside(view: CampaignView) -> dict[str, str]:
-    """Return the ids of VIEW's disturbed trials that the decision sets aside (their protocol does not use them)."""
-    return set_aside(view.trials, {manifest["record_id"]: manifest for manifest in view.manifests})
 
 
 def trial_sections(view: CampaignView, bundle_name: str, w: dict) -> Markup:
@@ -48,7 +43,7 @@ def trial_sections(view: CampaignView, bundle_name: str, w: dict) -> Markup:
     # CUDA's initialisation of each run, said under its trials' phases (a campaign of runs that never recorded it: nothing).
     runs = initialised_runs(view.manifests)
     w = {**w, "initialisation": {manifest_id: _initialisation(entry, w, code) for manifest_id, entry in runs.items()},
-         "aside": _disturbed_aside(view)}
+         "aside": set_aside_in(view)}
     return Markup("".join(_section(trial, view, bundle_name, w, code, words, exclusions) for trial in view.trials))
 
 
@@ -83,7 +78,7 @@ def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: s
         exclusion = exclusions[view.excluded[trial["record_id"]]]
         parts.append(f'<p class="warning">{fill(w["excluded"], record=exclusion["record_id"], at=moment(exclusion["created_at"], code), rule=exclusion["rule"])}</p>')
     if is_disturbed(trial):
-        parts.append(_disturbed(trial, trial_id, w))
+        parts.append(_disturbed(trial, trial_id, w, trial["record_id"] in w["aside"]))
     if isinstance(trial.get("per_card"), dict):
         parts.append(_per_card(trial, trial_id, w))
     rows = trial_rows(trial, code, words["phase_word"])
@@ -126,11 +121,10 @@ def _phases(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
             f'{w["initialisation"].get(trial.get("manifest_id"), "")}{derived}</section>\n')
 
 
-def _disturbed(trial: dict, trial_id: str, w: dict) -> str:
-    """Say what disturbed TRIAL's measured window, as the runner wrote it, and whether the decision sets it aside."""
+def _disturbed(trial: dict, trial_id: str, w: dict, aside: bool) -> str:
+    """Say what disturbed TRIAL's measured window, as the runner wrote it, and whether the decision sets it ASIDE."""
     crossed = "; ".join(str(found.get("text")) for found in trial["interference"].get("crossed") or ()
                         if isinstance(found, dict)) or w["unknown"]
-    aside = trial["record_id"] in w["aside"]
     return (f'<p id="{trial_id}-disturbed" class="{"warning " if aside else ""}disturbed">'
             f'{fill(w["disturbed_aside" if aside else "disturbed_used"], what=crossed)}</p>\n')
 
@@ -215,7 +209,7 @@ def trial_table_rows(view: CampaignView, w: dict) -> Markup:
     code = language.current()
     status_word = said(code)["status_word"]
     excluded = f'<br><small class="excluded"><a href="#exclusions">{w["excluded"]}</a></small>'
-    aside = _disturbed_aside(view)
+    aside = set_aside_in(view)
     rows = []
     for index, trial in enumerate(view.trials, start=1):
         quality = trial.get("quality") or {}

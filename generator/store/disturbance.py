@@ -44,6 +44,11 @@ def set_aside(trials, manifests: dict) -> dict[str, str]:
             and not rule_of((manifests.get(t.get("manifest_id")) or {}).get("protocol"))["use_disturbed"]}
 
 
+def set_aside_in(view) -> dict[str, str]:
+    """Map each disturbed trial of a campaign VIEW that the decision sets aside to 'disturbed' (as set_aside)."""
+    return set_aside(view.trials, {manifest["record_id"]: manifest for manifest in view.manifests})
+
+
 def rerun_targets(manifest: dict, trials, superseded: set[str]) -> dict[int, str]:
     """Sequence -> trial id, for each repetition of MANIFEST's run whose latest attempt ended ok but disturbed."""
     latest: dict[int, dict] = {}

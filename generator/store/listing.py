@@ -7,7 +7,8 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.store import adaptation, reading, records
-from iteralab.store.disturbance import is_disturbed, measured, set_aside
+from iteralab.store.disturbance import is_disturbed, measured, set_aside_in
+from iteralab.store.trials import card_and_set
 from iteralab.store.views import CampaignView, campaign_views, kind_of
 
 
@@ -64,7 +65,7 @@ def run_rows(view: CampaignView) -> list[dict]:
 def trial_rows(view: CampaignView, *, accepted: bool = False, run_id: str | None = None) -> list[dict]:
     """One row per trial in run order (only corpus-accepted ones with ACCEPTED, only RUN_ID's with it)."""
     labels = {t["record_id"]: summary.label for summary in view.variants for t in summary.trials}
-    aside = set_aside(view.trials, {manifest["record_id"]: manifest for manifest in view.manifests})
+    aside = set_aside_in(view)
     rows = []
     for trial in view.trials:
         if (accepted and not trial["corpus_accepted"]) or (run_id is not None and trial["run_id"] != run_id):
@@ -79,14 +80,9 @@ def trial_rows(view: CampaignView, *, accepted: bool = False, run_id: str | None
                      "measured_window_completed": None if window is None else phase.get("completed", True),
                      # None where the record predates the interference reading: not measured, never clean.
                      "disturbed": is_disturbed(trial) if measured(trial) else None,
-                     "set_aside_as_disturbed": trial["record_id"] in aside, **_per_card(trial), **_model(trial)})
+                     "set_aside_as_disturbed": trial["record_id"] in aside, **(card_and_set(trial) or {}), **_model(trial)})
     return rows
 
-
-def _per_card(trial: dict) -> dict:
-    """Return the card and set of a trial run one per card at the same time (nothing for another trial)."""
-    found = trial.get("per_card")
-    return {"card": found.get("card"), "card_set": found.get("set")} if isinstance(found, dict) else {}
 
 
 def _model(trial: dict) -> dict:

@@ -217,12 +217,16 @@ def _adaptation_cells(trial: dict, phases: dict) -> dict:
 _NO_ADAPTATION = {**dict.fromkeys(ADAPTATION_COLUMNS), "has_adaptation": False}
 
 
-def _per_card_cells(trial: dict) -> dict:
-    """Return the card and set of a trial run one per card at the same time (None in every other trial's row)."""
+def card_and_set(trial: dict) -> dict | None:
+    """Return the card and set of a trial run one per card at the same time ([placement] per_card), else None."""
     found = trial.get("per_card")
-    if not isinstance(found, dict):
-        return _NO_PER_CARD
-    return {"card": found.get("card"), "card_set": found.get("set"), "has_per_card": True}
+    return {"card": found.get("card"), "card_set": found.get("set")} if isinstance(found, dict) else None
+
+
+def _per_card_cells(trial: dict) -> dict:
+    """Return the card and set cells of a per_card trial (None in every other trial's row)."""
+    found = card_and_set(trial)
+    return _NO_PER_CARD if found is None else {**found, "has_per_card": True}
 
 
 _NO_PER_CARD = {**dict.fromkeys(PER_CARD_COLUMNS), "has_per_card": False}
