@@ -12,7 +12,7 @@ __all__ = ["PhaseClock", "Runs", "open_runs"]
 
 # Each public name and the module it lives in, imported at first use (PEP 562): `import iteralab` stays light, with
 # neither torch, pandas nor altair, and the CLI starting through this package pays for none of them.
-_PUBLIC = {"open_runs": "iteralab.api", "Runs": "iteralab.api", "PhaseClock": "iteralab.run.trial"}
+_PUBLIC = {"open_runs": "iteralab.api", "Runs": "iteralab.api", "PhaseClock": "iteralab.machine.phases"}
 
 
 def __getattr__(name: str):

@@ -15,9 +15,9 @@ from iteralab.core import language
 from iteralab.core.errors import UserError
 from iteralab.decision import rental_checks, text
 from iteralab.decision.report import Report, decide_guarded
+from iteralab.machine.phases import PhaseClock
 from iteralab.money.catalog import load_catalog
-from iteralab.run.trial import PhaseClock
-from iteralab.site.figures import campaign_charts, decision_charts
+from iteralab.pages.figures import campaign_charts, decision_charts
 from iteralab.store import reading
 from iteralab.store.trials import (
     ADAPTATION_COLUMNS,

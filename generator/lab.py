@@ -16,9 +16,9 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS
+from iteralab.machine.phases import PhaseClock, host_rss
 from iteralab.money.sizing import kv_cache_bytes, kv_shape
 from iteralab.run import doctor
-from iteralab.run.trial import PhaseClock, host_rss
 from iteralab.store.views import window_figures
 
 NOTEBOOK = "lab.ipynb"

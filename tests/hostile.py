@@ -236,7 +236,7 @@ def together(*, campaigns: int, seed: int) -> tuple[int, str, int, list[str]]:
 
 def charts_failing_for(campaign: str):
     """Return a stand-in for the campaign page's charts that fails for CAMPAIGN as a renderer's bug would."""
-    from iteralab.site import pages
+    from iteralab.site import campaign as pages
 
     draw = pages.campaign_charts
 

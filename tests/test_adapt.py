@@ -11,7 +11,7 @@ import pytest
 from iteralab.core.errors import UserError
 from iteralab.run import runner
 from iteralab.run.campaign import load_campaign
-from iteralab.run.workloads import adapting
+from iteralab.workloads import adapting
 from tests.tiny import (
     build_causal_lm,
     build_model,
@@ -225,7 +225,7 @@ def test_a_dry_run_says_the_training_split_the_updates_and_each_effective_batch(
 
 @pytest.mark.slow
 def test_an_interrupted_adaptation_resumes_and_runs_that_repetition_again(model, tmp_path, monkeypatch):
-    from iteralab.run.trial import Interrupted
+    from iteralab.machine.phases import Interrupted
 
     # The second trial is stopped as SIGTERM would stop it, in its first forward.
     monkeypatch.setattr(adapting, "load_model", failing_on_load(adapting.load_model, 2, lambda: Interrupted("SIGTERM"),

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from iteralab.evidence.bundle import bag_files, zip_bytes
 from iteralab.run.runner import run_campaign
-from iteralab.site.bundle import bag_files, zip_bytes
 from iteralab.store import adaptation, reading
 from iteralab.store.trials import CSV_COLUMNS, phases_of, trial_table, trials_csv
 from iteralab.store.views import campaign_views

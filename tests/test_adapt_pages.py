@@ -14,8 +14,8 @@ import pytest
 from bs4 import BeautifulSoup
 
 from iteralab.run import runner
-from iteralab.run.workloads import adapting
 from iteralab.site.build import build_site
+from iteralab.workloads import adapting
 from tests.tiny import build_model, failing_on_load, write_adaptation_campaign
 
 CAMPAIGN = "tiny-adapt"
@@ -67,7 +67,7 @@ def above_baseline(trials: list[dict], phase: str) -> int:
 def test_a_phase_whose_peak_stayed_under_the_baseline_is_at_0_above_it_as_in_the_trials_own_figure():
     """The demo's first adaptation trial drew negative bars: its baseline held what the validation stages had used, and
     later phases' peaks (reset per phase) fell under it; the trial's own figure already said 0."""
-    from iteralab.site.adapted import ABOVE, phase_rows
+    from iteralab.pages.adapted import ABOVE, phase_rows
 
     phases = {name: {"duration_ns": 1_000_000, "host_peak_rss_bytes": peak}
               for name, peak in zip(PHASES, [900, 1_300, 800, 700, 950, 600, 500], strict=False)}

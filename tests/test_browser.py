@@ -13,7 +13,7 @@ import pytest
 
 from iteralab.decision import corrections, costs, exclusions
 from iteralab.run import resume
-from iteralab.site import pages
+from iteralab.site import campaign as pages
 from iteralab.site.build import build_site
 from iteralab.store import reading, records
 from tests import factory, hostile
@@ -479,13 +479,14 @@ def test_the_indonesian_pages_show_no_english_interface_string(site):
 @pytest.fixture(scope="module")
 def demo_site(tmp_path_factory):
     """The demo's real records, with its example sheets, built as make demo builds them: English and Indonesian."""
-    from iteralab import demo
+    from iteralab.demos import classify as demo
+    from iteralab.demos.whole import DEMO_LANGUAGES
 
     root = tmp_path_factory.mktemp("demo-site")
     runs = root / "runs"
     shutil.copytree(Path(__file__).parent / "fixtures" / "demo-runs", runs)
     demo.install_example_sheets(root / "qualification")
-    assert build_site(runs=runs, out=root / "site", languages=demo.DEMO_LANGUAGES)["failed"] == {}
+    assert build_site(runs=runs, out=root / "site", languages=DEMO_LANGUAGES)["failed"] == {}
     return root
 
 

@@ -197,7 +197,7 @@ def test_two_builds_at_once_leave_a_sound_cache_and_the_same_site(runs, tmp_path
 
 def test_a_template_cache_that_cannot_be_written_only_costs_compiling_again(tmp_path):
     """Compiled templates are cached per machine (#22); a full disk or a vanished folder there never stops a build."""
-    from iteralab.site.render import QuietBytecodeCache, jinja_environment
+    from iteralab.pages.render import QuietBytecodeCache, jinja_environment
 
     gone = QuietBytecodeCache(str(tmp_path / "not-there"))
     environment = jinja_environment().overlay(bytecode_cache=gone)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from iteralab.core import language
-from iteralab.site import charts
+from iteralab.pages import charts
 from tests import vega
 
 DURATIONS = [{"variant": variant, "run_order": order, "seconds": seconds}
@@ -107,7 +107,7 @@ def test_kept_specs_are_the_made_ones_and_a_build_that_renders_need_not_import_a
         assert charts._kept(code) == made[code]  # read back
     kept = sorted((tmp_path / "charts").iterdir())
     assert len(kept) == len(language.LANGUAGES)
-    script = "import sys; from iteralab.site import charts; charts.made('id'); print('altair' in sys.modules)"
+    script = "import sys; from iteralab.pages import charts; charts.made('id'); print('altair' in sys.modules)"
     found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "False"
     for path in kept:  # a kept file flipped or cut short is made again, never trusted

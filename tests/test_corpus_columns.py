@@ -7,11 +7,11 @@ import csv
 import pytest
 
 from iteralab.core.errors import UserError
+from iteralab.declared.corpus import load_corpus
 from iteralab.run.campaign import load_campaign
-from iteralab.run.corpus import load_corpus
 from iteralab.run.runner import run_campaign
 from iteralab.run.starter import dry_run, to_fill_in, write_starter
-from iteralab.run.workloads.classify import gold_labels
+from iteralab.workloads.classify import gold_labels
 from tests.tiny import corpus_rows, write_campaign, write_corpus, write_generation_campaign
 
 NAMES = ["neg", "pos"]  # the tiny model's id2label: 0 → neg, 1 → pos

@@ -8,10 +8,11 @@ from collections import Counter
 
 import pytest
 
-from iteralab import demo
 from iteralab.core.files import sha256_file
+from iteralab.demos import classify as demo
+from iteralab.demos import whole
+from iteralab.machine.facts import model_files
 from iteralab.run.campaign import load_campaign
-from iteralab.run.machine import model_files
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def test_split_is_reproducible(demo_split):
 
 def test_a_threshold_on_a_two_place_figure_is_not_cut_a_hundredth_lower(tmp_path):
     """0.61 - 0.05 is 0.5599999... as a float: the classify and generate demos set 0.55 where the rule says 0.56."""
-    from iteralab import demo_generate
+    from iteralab.demos import generate as demo_generate
     from iteralab.run.campaign import load_campaign
 
     assert demo._threshold(0.61) == 0.56 and demo._threshold(0.6149) == 0.56 and demo._threshold(0.6099) == 0.55
@@ -110,10 +111,10 @@ def test_demo_says_where_its_time_went():
     window = {"measured_window": {"duration_ns": 12_400_000_000, "completed": True}}
     interrupted = {"measured_window": {"duration_ns": None, "reason": "not reached: the trial stopped in model_load"}}
     trials = [{"phases": window}, {"phases": window}, {"phases": interrupted}]
-    text = demo.describe_time({"preparation": 6.6, "trials": 31.2, "site": 3.4}, trials)
+    text = whole.describe_time({"preparation": 6.6, "trials": 31.2, "site": 3.4}, trials)
     assert "preparation 7 s" in text and "3 trials 31 s, of which measured windows 25 s" in text
     assert "site 3 s" in text and "41 s in all" in text
-    skipped = demo.describe_time({"preparation": 1.2, "site": 2.0}, [])
+    skipped = whole.describe_time({"preparation": 1.2, "site": 2.0}, [])
     assert "trials" not in skipped and "3 s in all" in skipped
 
 
@@ -130,7 +131,7 @@ def test_missing_demo_package_gives_install_instructions(monkeypatch, cli):
 def test_fine_tuning_runs_apart_and_saves_a_loadable_classifier(tiny_model, tmp_path):
     from transformers import AutoModelForSequenceClassification
 
-    from iteralab.run.corpus import Entry
+    from iteralab.declared.corpus import Entry
     from tests.tiny import corpus_rows
 
     tuning = [Entry(row["id"], row["text"], "fresh" if row["label"] == "pos" else "rotten") for row in corpus_rows(40)]

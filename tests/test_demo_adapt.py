@@ -8,9 +8,10 @@ import tomllib
 import pytest
 from bs4 import BeautifulSoup
 
-from iteralab import demo, demo_adapt
+from iteralab.declared.corpus import load_corpus, token_counts, write_jsonl
+from iteralab.demos import adapt as demo_adapt
+from iteralab.demos import classify as demo
 from iteralab.run.campaign import load_campaign
-from iteralab.run.corpus import load_corpus, token_counts, write_jsonl
 
 
 @pytest.fixture(scope="module")

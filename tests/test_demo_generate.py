@@ -8,9 +8,10 @@ from collections import Counter
 
 import pytest
 
-from iteralab import demo, demo_generate
 from iteralab.core.errors import UserError
-from iteralab.run.corpus import Entry, token_counts
+from iteralab.declared.corpus import Entry, token_counts
+from iteralab.demos import classify as demo
+from iteralab.demos import generate as demo_generate
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,10 @@ import pytest
 from bs4 import BeautifulSoup
 
 from iteralab.core.errors import UserError
-from iteralab.run import devices, runner
+from iteralab.machine import devices
+from iteralab.run import runner
 from iteralab.run.campaign import load_campaign
-from iteralab.run.workloads import classify
+from iteralab.workloads import classify
 
 
 class TwoCards:
@@ -154,7 +155,7 @@ def test_a_cuda_phase_synchronises_before_each_timer_read_and_resets_then_reads_
     """#44: synchronise → timer → work → synchronise → timer, the peaks reset before and read after, on the phase's device."""
     from types import SimpleNamespace
 
-    from iteralab.run import trial
+    from iteralab.machine import phases as trial
 
     events = []
     monkeypatch.setattr(trial, "_torch", lambda: SimpleNamespace(cuda=RecordingCuda(events)))

@@ -11,9 +11,10 @@ import json
 import os
 import time
 
-from iteralab.run import doctor, gpu_watch
-from iteralab.run.disturbance import judge, rule_of
-from iteralab.run.interference import Watch, busy_warnings
+from iteralab.machine import gpu_watch
+from iteralab.machine.disturbance import judge, rule_of
+from iteralab.machine.interference import Watch, busy_warnings
+from iteralab.run import doctor
 from iteralab.store import records
 from tests.test_doctor import FIXTURES, cat
 from tests.test_doctor import tools as tools  # the fixture that puts the fake tools on PATH

@@ -12,8 +12,8 @@ import pytest
 
 from iteralab.core.errors import UserError
 from iteralab.decision.report import decision_report
+from iteralab.machine.disturbance import DEFAULTS
 from iteralab.run.campaign import load_campaign
-from iteralab.run.disturbance import DEFAULTS
 from iteralab.site.build import build_site
 from iteralab.store import reading, records
 from iteralab.store.disturbance import measured, unstable_statements

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from iteralab.cli import main
-from iteralab.run import doctor, machine, smi
+from iteralab.machine import facts as machine
+from iteralab.machine import smi
+from iteralab.run import doctor
 from tests.conftest import ROOT
 from tests.test_devices import TwoCards
 

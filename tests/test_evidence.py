@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from iteralab.site.verification import verify_bundle
+from iteralab.evidence.verification import verify_bundle
 from iteralab.store import reading, records
 from tests import factory
 
@@ -237,8 +237,8 @@ def test_a_bundle_written_from_records_alone_verifies_and_carries_the_catalog_as
     """Fast: no model, factory records; the bundle's catalog.csv is the catalog file's rows, sorted by GPU and days."""
     import hashlib
 
+    from iteralab.evidence.bundle import write_bundle
     from iteralab.money.catalog import DEFAULT_CATALOG
-    from iteralab.site.bundle import write_bundle
 
     runs = tmp_path / "runs"
     manifest = factory.with_corpus_file(runs, factory.manifest())
@@ -257,7 +257,7 @@ def test_a_bundle_written_from_records_alone_verifies_and_carries_the_catalog_as
 
 
 def test_bag_names_replace_control_and_line_break_characters_only():
-    from iteralab.site.bundle import bag_name
+    from iteralab.evidence.bundle import bag_name
 
     assert bag_name("reçu n°7 (sept) 47,14 €.pdf") == "reçu n°7 (sept) 47,14 €.pdf"  # spaces and accents stay
     assert bag_name("a\tb\nc\rd\x1fe\x85f\u2028g\u2029h\x0bi\x0cj\x1ck.pdf") == "a_b_c_d_e_f_g_h_i_j_k.pdf"
@@ -270,7 +270,7 @@ def test_bag_names_replace_control_and_line_break_characters_only():
     ("bag/..", 0, "path with '..'"), ("bag/data/l", stat.S_IFLNK | 0o777, "symbolic link"),
     ("bag/data/fifo", stat.S_IFIFO | 0o644, "not a regular file"), ("bag/data/dev", stat.S_IFCHR | 0o644, "not a regular file")])
 def test_unsafe_zip_entries_are_named_and_ordinary_ones_pass(name, mode, why):
-    from iteralab.site.verification import _unsafe
+    from iteralab.evidence.verification import _unsafe
 
     info = zipfile.ZipInfo(name)
     info.external_attr = mode << 16
@@ -280,7 +280,7 @@ def test_unsafe_zip_entries_are_named_and_ordinary_ones_pass(name, mode, why):
 def test_payload_holds_every_record_input_prediction_receipt_and_note_of_the_campaign(tmp_path):
     """Fast: every file a bundle must carry, and what each holds, from factory records (no model)."""
     from iteralab.decision.rentals import copy_receipt
-    from iteralab.site.bundle import payload
+    from iteralab.evidence.bundle import payload
     from iteralab.store.views import campaign_views
 
     runs, notes = tmp_path / "runs", tmp_path / "notes"
@@ -334,7 +334,7 @@ def test_payload_holds_every_record_input_prediction_receipt_and_note_of_the_cam
 def test_bag_files_lay_out_a_bagit_bag_with_both_manifests():
     import hashlib
 
-    from iteralab.site.bundle import bag_files
+    from iteralab.evidence.bundle import bag_files
 
     def sha(data: bytes) -> str:
         return hashlib.sha256(data).hexdigest()
@@ -356,7 +356,7 @@ def test_bag_files_lay_out_a_bagit_bag_with_both_manifests():
 def test_zip_entries_are_sorted_regular_files_at_the_zip_epoch():
     import io
 
-    from iteralab.site.bundle import zip_bytes
+    from iteralab.evidence.bundle import zip_bytes
 
     with zipfile.ZipFile(io.BytesIO(zip_bytes("top", {"b": b"2" * 100, "a/c": b"1"}))) as archive:
         infos = archive.infolist()
@@ -373,7 +373,7 @@ def test_files_of_the_same_content_are_deflated_once_into_the_bytes_of_deflating
     from stream_zip import ZIP_32, stream_zip
     from zlib_ng import zlib_ng
 
-    from iteralab.site.bundle import ZIP_EPOCH, zip_bytes
+    from iteralab.evidence.bundle import ZIP_EPOCH, zip_bytes
 
     # A variant's repetitions write the same predictions: each content is deflated once per bundle, to the same bytes.
     same, other = b"id,label,score\n" + b"e1,fresh,0.5\n" * 5000, b"id,label,score\n" + b"e1,rotten,0.25\n" * 4000
@@ -393,7 +393,7 @@ def test_files_of_the_same_content_are_deflated_once_into_the_bytes_of_deflating
 def test_campaign_bundle_names_its_top_folder_dates_the_bag_and_reads_the_given_catalog(tmp_path):
     import io
 
-    from iteralab.site.bundle import campaign_bundle
+    from iteralab.evidence.bundle import campaign_bundle
     from iteralab.store.views import campaign_views
 
     runs = tmp_path / "runs"
@@ -419,7 +419,7 @@ def test_a_bundle_of_manifests_alone_is_dated_by_them_and_names_itself(tmp_path,
     import io
 
     from iteralab.core.errors import UserError
-    from iteralab.site.bundle import campaign_bundle, write_bundle
+    from iteralab.evidence.bundle import campaign_bundle, write_bundle
     from iteralab.store.views import campaign_views
 
     manifest = factory.with_corpus_file(tmp_path / "runs", factory.manifest())
@@ -442,7 +442,7 @@ def test_a_bundle_of_manifests_alone_is_dated_by_them_and_names_itself(tmp_path,
 def test_verify_names_altered_unexpected_and_malformed_entries_from_a_bundle_built_here(tmp_path):
     """Fast twin of the end-to-end verify test: a bundle from records alone, with a receipt nested three folders deep."""
     from iteralab.decision.rentals import copy_receipt
-    from iteralab.site.bundle import write_bundle
+    from iteralab.evidence.bundle import write_bundle
 
     runs = tmp_path / "runs"
     manifest = factory.with_corpus_file(runs, factory.manifest())
@@ -519,7 +519,7 @@ def test_verify_fails_when_a_file_a_bundled_record_names_is_missing_from_the_bun
     """Regression for #37: an expense's receipt was left out of the bundle, and verify said valid."""
     import shutil
 
-    from iteralab.site.bundle import references
+    from iteralab.evidence.bundle import references
 
     runs = _with_every_named_file(measured, tmp_path, cli)
     complete = tmp_path / "complete.zip"
@@ -545,7 +545,7 @@ def test_verify_fails_when_a_file_a_bundled_record_names_is_missing_from_the_bun
 
 def test_each_chart_of_the_bundle_draws_again_from_its_spec_alone(tmp_path):
     """#34: the bundle carries each chart as a Vega-Lite spec with its data; vl-convert draws one again from the file."""
-    from iteralab.site.bundle import write_bundle
+    from iteralab.evidence.bundle import write_bundle
     from tests import hostile, vega
 
     path, _ = write_bundle(campaign=hostile.CAMPAIGN, out=tmp_path / "evidence.zip", runs=hostile.FIXTURE)

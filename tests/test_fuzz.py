@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from iteralab.core.errors import UserError
+from iteralab.declared.corpus import load_corpus
 from iteralab.money.catalog import parse_catalog
 from iteralab.run.campaign import load_campaign
-from iteralab.run.corpus import load_corpus
 from iteralab.store import reading, records
 from tests import factory
 from tests.tiny import CAMPAIGN

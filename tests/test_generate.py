@@ -14,8 +14,8 @@ from iteralab.core.errors import UserError
 from iteralab.run.campaign import load_campaign
 from iteralab.run.runner import prepare, run_campaign
 from iteralab.run.summary import Progress
-from iteralab.run.workloads import generated
 from iteralab.store import reading
+from iteralab.workloads import generated
 from tests.tiny import WORDS, build_causal_lm, corpus_rows, write_corpus, write_generation_campaign
 
 
@@ -216,7 +216,7 @@ def test_a_causal_lm_whose_checkpoint_lacks_its_head_is_refused(tmp_path):
 
 
 def test_outputs_are_cut_after_the_first_end_of_sequence_token():
-    from iteralab.run.workloads.generate import Work
+    from iteralab.workloads.generate import Work
 
     work = Work.__new__(Work)
     work.eos = {3}
@@ -228,7 +228,7 @@ def test_outputs_are_cut_after_the_first_end_of_sequence_token():
 def test_a_model_folders_own_generation_config_does_not_change_the_declared_decoding(tmp_path):
     """A repetition penalty and sampling saved with the model would change the outputs; the campaign's decoding holds."""
     from iteralab.run.campaign import Variant
-    from iteralab.run.workloads import generate
+    from iteralab.workloads import generate
 
     model = build_causal_lm(tmp_path / "lm")
     config = json.loads((model / "generation_config.json").read_text())

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from iteralab.core.errors import ADVICE, write_error
-from iteralab.site import pages
+from iteralab.site import campaign as pages
 from iteralab.site.build import build_site
 from iteralab.store import reading, records
 from tests import factory, hostile
@@ -111,7 +111,7 @@ def test_a_broken_campaign_leaves_the_others_byte_identical(tmp_path, monkeypatc
     build_site(runs=alone, out=alone.parent / "site", processes=1)
     code, out, err = cli("build", "--runs", mixed, "--out", mixed.parent / "site", "--processes", "1")
     assert code == 1 and err == ""
-    assert "campaign delta was not built: ZeroDivisionError: division by zero at pages.py:" in out
+    assert "campaign delta was not built: ZeroDivisionError: division by zero at campaign.py:" in out
     for name in ("alpha", "beta"):
         assert _pages(mixed.parent / "site", name) == _pages(alone.parent / "site", name)
     assert "gamma/records/run-gamma.jsonl:2: phases.measured_window.duration_ns" in out + (

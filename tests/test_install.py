@@ -89,7 +89,7 @@ def test_the_wheel_installs_and_builds_bundles_and_verifies_a_real_run_outside_t
     # The driver first says where iteralab was imported from and whether a 'generator' module exists, and installs the
     # demo's example sheets.
     driver = ("import contextlib, importlib.util, io, json, pathlib, sys\nimport iteralab\nfrom iteralab.cli import main\n"
-              "from iteralab.demo import install_example_sheets\ninstall_example_sheets(pathlib.Path('qualification'))\n"
+              "from iteralab.demos.classify import install_example_sheets\ninstall_example_sheets(pathlib.Path('qualification'))\n"
               "said = [[iteralab.__file__, str(importlib.util.find_spec('generator'))]]\n"
               "for args in json.loads(sys.stdin.read()):\n"
               "    out = io.StringIO()\n"

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
-from iteralab import demo, demo_adapt, demo_generate
+from iteralab.demos import adapt as demo_adapt
+from iteralab.demos import classify as demo
+from iteralab.demos import generate as demo_generate
 from iteralab.site.build import build_site
 from iteralab.store import records
 from tests import factory

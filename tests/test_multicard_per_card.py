@@ -23,8 +23,10 @@ import torch
 from iteralab.core.errors import UserError
 from iteralab.decision.report import decide
 from iteralab.decision.text import describe_report, report_dict
+from iteralab.machine import devices, placement
+from iteralab.machine import phases as trial
 from iteralab.money.catalog import load_catalog
-from iteralab.run import devices, per_card, placement, runner, trial
+from iteralab.run import per_card, runner
 from iteralab.run.campaign import load_campaign
 from iteralab.run.runner import run_campaign
 from iteralab.store import reading, records

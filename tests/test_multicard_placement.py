@@ -13,7 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from iteralab.core.errors import UserError
-from iteralab.run import devices, placement, trial
+from iteralab.machine import devices, placement
+from iteralab.machine import phases as trial
 from iteralab.run.campaign import load_campaign
 from iteralab.store import records
 from iteralab.store.configuration import configuration_of
@@ -161,7 +162,7 @@ def test_a_placement_that_left_a_card_empty_is_refused_and_accelerate_is_named_w
 
 
 def test_a_model_across_cards_says_why_its_kv_cache_is_not_measured_instead_of_subtracting_one_cards_load():
-    from iteralab.run.workloads import generated
+    from iteralab.workloads import generated
 
     config = SimpleNamespace(to_dict=lambda: {"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 8})
     work = SimpleNamespace(protocol={"generation": {"max_new_tokens": 4, "kv_cache": True}}, longest_prompt=4,

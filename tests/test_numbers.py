@@ -108,7 +108,7 @@ def _is_whole(kind: str, path: tuple) -> bool:
 def test_a_negative_zero_never_prints_a_minus_nor_makes_later_zeros_print_one():
     """Regression: the format caches key -0.0 and 0.0 alike (equal, one hash). After a record from another machine held
     -0, every zero formatted later in the build printed "-0" (a generation page's median of [0, 0] did, in the suite)."""
-    from iteralab.site.render import FORMATS, cell, fmt
+    from iteralab.pages.render import FORMATS, cell, fmt
 
     for kind in FORMATS:
         for code in ("en", "id"):

@@ -146,7 +146,7 @@ def test_malformed_sheets_are_refused_with_file_and_criterion(cli, tmp_path, run
 
 
 def test_demo_installs_the_example_sheets_without_overwriting(tmp_path):
-    from iteralab.demo import install_example_sheets
+    from iteralab.demos.classify import install_example_sheets
 
     assert [p.name for p in install_example_sheets(tmp_path)] == ["demo-rtx-4090.toml", "demo-rtx-6000-ada.toml"]
     (tmp_path / "demo-rtx-4090.toml").write_text("mine")

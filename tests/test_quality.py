@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from iteralab.run.metrics import accuracy, check_format, check_ids, evaluate, macro_f1
+from iteralab.workloads.metrics import accuracy, check_format, check_ids, evaluate, macro_f1
 
 PROTOCOL = {"thresholds": {"accuracy": 0.5, "macro_f1": 0.5}, "min_agreement": 0.75}
 

@@ -12,7 +12,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from iteralab.core.errors import UserError
-from iteralab.site.render import moment
+from iteralab.pages.render import moment
 from iteralab.store import reading, records
 from tests import factory
 
@@ -249,7 +249,7 @@ def test_check_names_every_rental_problem_decide_names(tmp_path, cli):
 
 def test_the_rental_period_and_the_clock_inside_or_outside_it():
     """By hand: a 3-day rental from 2026-09-28 09:00 Jakarta ends 2026-10-01 09:00 unless its recorded end says earlier."""
-    from iteralab.run.rental import check_machine, rental_link
+    from iteralab.machine.rental import check_machine, rental_link
 
     rental = factory.rental("camp")
     rental.update(start="2026-09-28T09:00:00+07:00")

@@ -13,9 +13,9 @@ import pytest
 from iteralab.core.files import sha256_file
 from iteralab.run import runner
 from iteralab.run.campaign import rotation
-from iteralab.run.metrics import check_ids
-from iteralab.run.workloads import classify
 from iteralab.store import reading
+from iteralab.workloads import classify
+from iteralab.workloads.metrics import check_ids
 from tests.conftest import run_module
 
 

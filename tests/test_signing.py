@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
-from iteralab.site import signing
+from iteralab.evidence import signing
 from iteralab.site.build import build_site
 from iteralab.store import records
 from tests import factory
@@ -160,7 +160,7 @@ def test_a_key_that_cannot_sign_is_one_line_and_nothing_is_written(tmp_path, run
 
 
 def test_a_site_built_with_a_key_signs_each_bundle_and_says_so(tmp_path, runs):
-    from iteralab.site.verification import verify_report
+    from iteralab.evidence.verification import verify_report
 
     key = _key(tmp_path / "keys")
     signer = signing.signer(key)

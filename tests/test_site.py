@@ -15,7 +15,8 @@ import zipfile
 import pytest
 from bs4 import BeautifulSoup
 
-from iteralab.site import output, workers
+from iteralab.core import workers
+from iteralab.site import output
 from iteralab.site.build import build_site
 from iteralab.store import reading, records
 from tests import factory, vega
@@ -527,8 +528,8 @@ def test_a_base_url_that_cannot_be_published_under_is_one_line_and_writes_nothin
 
 def test_the_footer_and_the_index_name_the_newest_record_of_any_kind(tmp_path, monkeypatch):
     """Regression for #37: "records up to" and "Last record" said 11:33 where the newest record, an expense, was 13:57."""
+    from iteralab.pages.render import moment
     from iteralab.site.build import build_site
-    from iteralab.site.render import moment
     from iteralab.store import reading
     from tests import hostile
 

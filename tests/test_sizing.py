@@ -186,7 +186,7 @@ def test_bad_sizing_input_is_a_clear_error(cli, args, status):
 def test_demo_encoder_parameters_from_safetensors_match_loading_it_in_torch():
     from transformers import AutoModel
 
-    from iteralab.demo import locate_inputs
+    from iteralab.demos.classify import locate_inputs
 
     base, _ = locate_inputs()
     architecture = read_architecture(base)
@@ -200,9 +200,9 @@ def test_the_dynamic_int8_estimate_follows_what_quantization_converts_within_a_t
     """#44: --bits 8 counts every parameter at a byte; dynamic int8 converts Linear layers only (MiniLM: half its weights)."""
     from transformers import AutoModel
 
-    from iteralab.demo import locate_inputs
+    from iteralab.demos.classify import locate_inputs
     from iteralab.money.quantized import dynamic_int8_bytes, state_bytes
-    from iteralab.run.workloads.classify import quantize
+    from iteralab.workloads.classify import quantize
 
     base, _ = locate_inputs()
     found = dynamic_int8_bytes(base)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from iteralab.run import stages
-from iteralab.run.workloads import classify
 from iteralab.store import reading
+from iteralab.workloads import classify
 from tests.tiny import WORDS, corpus_rows, write_campaign, write_corpus
 
 

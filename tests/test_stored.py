@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from iteralab.core.errors import UserError
-from iteralab.site import pages, stored
+from iteralab.site import campaign as pages
+from iteralab.site import stored
 from iteralab.site.build import build_site, describe_build
 from iteralab.store import records
 from tests import factory, hostile

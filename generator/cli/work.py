@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from iteralab import demo as embedded
 from iteralab.cli.options import (
     FOLDER,
     catalog_option,
@@ -20,11 +19,14 @@ from iteralab.core import language
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.decision import compared, rental_checks, revisions, text
 from iteralab.decision.report import decision_report
+from iteralab.demos import whole as embedded
+from iteralab.evidence import bundle, verification
+from iteralab.pages import notes
 from iteralab.run import runner, starter, summary
-from iteralab.run.workloads import WORKLOADS
-from iteralab.site import bundle, notes, serve, verification
+from iteralab.site import serve
 from iteralab.site.build import build_site, describe_build
 from iteralab.store import listing, reading
+from iteralab.workloads import WORKLOADS
 
 
 @click.command()

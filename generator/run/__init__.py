@@ -1,1 +1,1 @@
-"""The runner: campaign files, corpora, trials, metrics and machine facts."""
+"""The protocol runner: the campaign file, the dry run and stages, rotated trials, resume, per-card sets, doctor."""

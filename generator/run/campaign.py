@@ -11,13 +11,13 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
-from iteralab.run.corpus import COLUMNS
-from iteralab.run.disturbance import read_rule
-from iteralab.run.placement import read_placement
-from iteralab.run.question import decision_question
-from iteralab.run.tables import Invalid, Table
-from iteralab.run.workloads import PLANNED, WORKLOADS, classify
+from iteralab.declared.corpus import COLUMNS
+from iteralab.declared.question import decision_question
+from iteralab.declared.tables import Invalid, Table
+from iteralab.machine.disturbance import read_rule
+from iteralab.machine.placement import read_placement
 from iteralab.store.records import NAME_PATTERN
+from iteralab.workloads import PLANNED, WORKLOADS, classify
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 QUANTIZATIONS = ("none", "dynamic-int8")

@@ -11,11 +11,11 @@ import shutil
 from pathlib import Path
 
 from iteralab.core.paths import DEFAULT_RUNS
+from iteralab.machine.devices import determinism_problem, device_findings
+from iteralab.machine.facts import machine_facts
+from iteralab.machine.interference import busy_warnings
 from iteralab.money import compatibility
 from iteralab.run.campaign import load_campaign
-from iteralab.run.devices import determinism_problem, device_findings
-from iteralab.run.interference import busy_warnings
-from iteralab.run.machine import machine_facts
 
 
 def _free_disk(runs_dir: Path) -> tuple[int | None, str | None]:

@@ -13,8 +13,8 @@ import dataclasses
 import threading
 
 from iteralab.core.language import Text
-from iteralab.run.placement import PER_CARD, declared_cards, placement_of
-from iteralab.run.trial import Interrupted, _torch
+from iteralab.machine.phases import Interrupted, _torch
+from iteralab.machine.placement import PER_CARD, declared_cards, placement_of
 from iteralab.store import records
 
 # Each thread's phases reset the process's peak RSS (clear_refs) when they start: the figure is the process's, shared.

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
-from iteralab.run.placement import PER_CARD, cards_of, devices_used, placement_of
+from iteralab.machine.placement import PER_CARD, cards_of, devices_used, placement_of
 from iteralab.store import records
 from iteralab.store.configuration import configuration_of
 from iteralab.store.disturbance import rerun_targets

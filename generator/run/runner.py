@@ -12,20 +12,11 @@ from iteralab.core.errors import UserError
 from iteralab.core.files import copy_atomically, writing
 from iteralab.core.language import Text
 from iteralab.core.paths import DEFAULT_RUNS
-from iteralab.money.quantized import dynamic_int8_bytes
-from iteralab.run import per_card
-from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, refuse_changed_protocol, rotation
-from iteralab.run.corpus import Corpus, load_corpus
-from iteralab.run.devices import apply_determinism, check_determinism, check_devices, determinism, initialise_devices
-from iteralab.run.interference import Watch, busy_warnings
-from iteralab.run.machine import code_version, machine_facts, model_files
-from iteralab.run.placement import cards
-from iteralab.run.rental import check_machine, find_rental, rental_link
-from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
-from iteralab.run.signals import Signals
-from iteralab.run.stages import SKIPPED, STAGE_PHASE, StageFailed, failure_message, validate_all
-from iteralab.run.summary import Progress, plan_data
-from iteralab.run.trial import (
+from iteralab.declared.corpus import Corpus, load_corpus
+from iteralab.machine import devices
+from iteralab.machine.facts import code_version, machine_facts, model_files
+from iteralab.machine.interference import Watch, busy_warnings
+from iteralab.machine.phases import (
     LOADING,
     Interrupted,
     PhaseClock,
@@ -36,8 +27,17 @@ from iteralab.run.trial import (
     release,
     settled_heap,
 )
-from iteralab.run.workloads import WORKLOADS
+from iteralab.machine.placement import cards
+from iteralab.machine.rental import check_machine, find_rental, rental_link
+from iteralab.money.quantized import dynamic_int8_bytes
+from iteralab.run import per_card
+from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, refuse_changed_protocol, rotation
+from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
+from iteralab.run.signals import Signals
+from iteralab.run.stages import SKIPPED, STAGE_PHASE, StageFailed, failure_message, validate_all
+from iteralab.run.summary import Progress, plan_data
 from iteralab.store import questions, reading, records
+from iteralab.workloads import WORKLOADS
 
 
 @dataclass
@@ -104,9 +104,9 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     campaign = load_campaign(campaign_file)
-    initialisation = initialise_devices(campaign)  # timed first: the device checks below would initialise CUDA untimed
-    check_devices(campaign)  # before any model loads: a device this machine lacks, or determinism CUDA cannot hold
-    check_determinism(campaign)
+    initialisation = devices.initialise_devices(campaign)  # timed first: the device checks below would initialise CUDA untimed
+    devices.check_devices(campaign)  # before any model loads: a device this machine lacks, or determinism CUDA cannot hold
+    devices.check_determinism(campaign)
     runs_dir = Path(runs_dir)
     environment = machine_facts()
     rental = None
@@ -266,7 +266,7 @@ def _manifest(prepared: Prepared) -> dict:
         variants={variant.name: variant.config() for variant in campaign.variants},
         plan=plan_data(prepared)["plan"],
         seed=campaign.protocol["seed"], deterministic=campaign.protocol["deterministic"],
-        determinism=determinism(campaign.protocol), device_initialisation=prepared.device_initialisation,
+        determinism=devices.determinism(campaign.protocol), device_initialisation=prepared.device_initialisation,
         stages=prepared.stages,
     )
     if prepared.rental is not None:
@@ -377,7 +377,7 @@ def _check_environment(variant, protocol: dict) -> None:
 
     if variant.device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"{variant.device} is not available")
-    apply_determinism(protocol)
+    devices.apply_determinism(protocol)
 
 
 def _compiled(clock: PhaseClock, prepared: Prepared, variant, tokenizer, model):

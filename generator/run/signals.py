@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from iteralab.run.trial import Interrupted
+from iteralab.machine.phases import Interrupted
 from iteralab.store import records
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from iteralab.core.language import Text
-from iteralab.run.trial import PhaseClock, describe, out_of_memory_errors, release
+from iteralab.machine.phases import PhaseClock, describe, out_of_memory_errors, release
 from iteralab.store.trials import POINTS_TO
 
 STAGES = ("shortest", "typical", "longest")

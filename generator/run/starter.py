@@ -10,11 +10,11 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.core.files import write_atomically, writing
-from iteralab.run.corpus import COLUMNS, load_corpus, token_counts
+from iteralab.declared.corpus import COLUMNS, load_corpus, token_counts
 from iteralab.run.runner import prepare
 from iteralab.run.summary import describe_plan
-from iteralab.run.workloads import WORKLOADS
 from iteralab.store.records import NAME_PATTERN
+from iteralab.workloads import WORKLOADS
 
 THRESHOLDS = {"classify": ("accuracy", 0.9), "adapt": ("accuracy", 0.8), "generate": ("reference_match", 0.6)}
 REFERENCE = {"classify": "b1", "generate": "b1", "adapt": "mb8"}

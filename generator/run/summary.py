@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from iteralab.run import placement
+from iteralab.machine import placement
 from iteralab.store.views import window_figures
 
 

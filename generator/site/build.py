@@ -12,28 +12,19 @@ from pathlib import Path
 
 import orjson
 
-from iteralab.core import language
+from iteralab.core import language, workers
 from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder, sheets_folder
 from iteralab.decision.qualification import qualify
+from iteralab.evidence import signing
 from iteralab.money.catalog import load_catalog
-from iteralab.site import (
-    charts,
-    favicon,
-    incremental,
-    per_campaign,
-    published,
-    questions,
-    signing,
-    stored,
-    vendor,
-    workers,
-)
-from iteralab.site.generated import kv_note
-from iteralab.site.notes import load_notes, note_problems
+from iteralab.pages import charts, per_campaign, questions
+from iteralab.pages.generated import kv_note
+from iteralab.pages.notes import load_notes, note_problems
+from iteralab.pages.render import TEMPLATES, jinja_environment
+from iteralab.site import favicon, incremental, published, stored, vendor
+from iteralab.site.campaign import Places, catalog_rows, render_part
 from iteralab.site.output import STATE_FILE, Writer, build_stamp, inputs_digest, list_files, shared_key, software
-from iteralab.site.pages import Places, catalog_rows, render_part
-from iteralab.site.render import TEMPLATES, jinja_environment
 from iteralab.store.reading import is_records_file, load_table
 from iteralab.store.records import KINDS
 

@@ -16,8 +16,8 @@ from iteralab.core.errors import UserError, write_error
 from iteralab.core.files import write_atomically
 from iteralab.core.language import Text
 from iteralab.money.catalog import Catalog
+from iteralab.pages.render import TEMPLATES, moment, template_files
 from iteralab.site import vendor
-from iteralab.site.render import TEMPLATES, moment, template_files
 
 STATE_FILE = ".iteralab-build.json"
 

@@ -9,10 +9,10 @@ import uuid
 
 from iteralab.core import language
 from iteralab.core.language import Text
-from iteralab.site.figures import chart
+from iteralab.pages.figures import chart
+from iteralab.pages.questions import chart_rows, of_models
+from iteralab.pages.render import jinja_environment
 from iteralab.site.output import Writer
-from iteralab.site.questions import chart_rows, of_models
-from iteralab.site.render import jinja_environment
 from iteralab.store.questions import shown_value
 
 FEED = "feed.xml"

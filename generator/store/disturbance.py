@@ -11,7 +11,7 @@ import statistics
 
 from iteralab.core.language import Figure, Joined, Text
 
-# The rule a protocol without [protocol.disturbance] runs under (the runner's defaults: iteralab.run.disturbance).
+# The rule a protocol without [protocol.disturbance] runs under (the runner's defaults: iteralab.machine.disturbance).
 DEFAULTS = {"other_cpu_share": 0.10, "throttling": True, "other_gpu_processes": True, "use_disturbed": False,
             "unstable_ratio": 1.5}
 

@@ -94,7 +94,7 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--loops", type=int, default=2 * (os.cpu_count() or 1))
     options = parser.parse_args()
-    from iteralab.demo import prepare_workspace
+    from iteralab.demos.classify import prepare_workspace
 
     workspace = prepare_workspace(log=print).parent
     with tempfile.TemporaryDirectory() as scratch:

@@ -86,7 +86,7 @@ def alternate(rounds: int, runner, bare) -> tuple[list[int], list[int]]:
 
 def classify_pair(base: Path, corpus_file: Path, entries, batch_size: int):
     from iteralab.run.campaign import Variant
-    from iteralab.run.workloads import classify
+    from iteralab.workloads import classify
 
     variant = Variant("bench", "bench", batch_size, "fp32", "none", False, "sdpa", False, "cpu")
     protocol = {"padding": "longest", "max_length": 64}
@@ -98,7 +98,7 @@ def classify_pair(base: Path, corpus_file: Path, entries, batch_size: int):
 
 def generate_pair(base: Path, corpus_file: Path, entries, batch_size: int, folder: Path):
     from iteralab.run.campaign import Variant
-    from iteralab.run.workloads import generate
+    from iteralab.workloads import generate
 
     variant = Variant("bench", "bench", batch_size, "fp32", "none", False, "sdpa", False, "cpu")
     model_dir = small_causal_lm(base, folder / "lm")
@@ -136,7 +136,7 @@ def adapt_pair(base: Path, entries, microbatch: int, updates: int):
     import torch
 
     from iteralab.run.campaign import Variant
-    from iteralab.run.workloads import adapting
+    from iteralab.workloads import adapting
 
     variant = Variant("bench", "bench", microbatch, "fp32", "none", False, "sdpa", False, "cpu", method="all",
                       accumulation=1, changes_effective_batch=False)
@@ -163,8 +163,8 @@ def adapt_pair(base: Path, entries, microbatch: int, updates: int):
 
 
 def main() -> None:
-    from iteralab.demo import locate_inputs, read_reviews
-    from iteralab.run.corpus import write_jsonl
+    from iteralab.declared.corpus import write_jsonl
+    from iteralab.demos.classify import locate_inputs, read_reviews
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", choices=("classify", "generate", "adapt", "both", "all"), default="all")

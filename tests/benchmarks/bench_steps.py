@@ -42,7 +42,10 @@ def main() -> None:
         os.environ["ITERALAB_CACHE_DIR"] = str(root / "cache")
         import jinja2
 
-        from iteralab.site import bundle, charts, pages, stored
+        from iteralab.evidence import bundle
+        from iteralab.pages import charts
+        from iteralab.site import campaign as pages
+        from iteralab.site import stored
         from iteralab.site.build import build_site
         from iteralab.store.reading import load_table
         from tests.benchmarks.bench_build import make_runs

@@ -1,0 +1,1 @@
+"""The embedded demo: one module per kind of work, and the whole demo that runs them."""

@@ -1,0 +1,175 @@
+"""What else used the machine during a measured window, read from the machine before and after it (#49).
+
+Host: the CPU time other processes used on the cores this process may run on (/proc/stat's busy time of those cores
+less this process's own CPU time), how long this process's threads waited for a CPU (/proc/self/task/*/schedstat), the
+busiest other processes (/proc/PID/stat), the load average at the start and the end, the CPU frequency against its
+maximum, and the threads torch used. GPU: see gpu_watch. What cannot be read is None with its reason, never 0.
+The samples are taken outside the timed interval: the window's duration does not include them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from iteralab.core.language import Text
+from iteralab.machine import gpu_watch
+from iteralab.machine.disturbance import SOURCE_DECLARED, SOURCE_DEFAULT, judge, rule_of
+
+PROC = Path("/proc")
+CPUFREQ = Path("/sys/devices/system/cpu")
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+BUSIEST = 8  # other processes named per window, the busiest first
+NO_PROC = Text("not read: this system has no readable /proc (Linux only)")
+
+
+def _cpu_ticks(cores: set[int]) -> int | None:
+    """Busy ticks (all but idle and iowait) summed over CORES, from /proc/stat; None where it cannot be read."""
+    try:
+        lines = (PROC / "stat").read_text().splitlines()
+    except OSError:
+        return None
+    busy = 0
+    for line in lines:
+        name, *values = line.split()
+        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cores:
+            fields = [int(value) for value in values[:8]]  # user nice system idle iowait irq softirq steal
+            busy += sum(fields) - fields[3] - fields[4]
+    return busy
+
+
+def _waited_ns() -> dict[str, int]:
+    """Nanoseconds each of this process's threads has waited on a run queue (schedstat's second field)."""
+    waited = {}
+    with contextlib.suppress(OSError):
+        for task in (PROC / "self" / "task").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                waited[task.name] = int((task / "schedstat").read_text().split()[1])
+    return waited
+
+
+def _processes() -> dict[int, tuple[str, int, int]]:
+    """Every other process's name, CPU ticks so far (utime + stime) and the CPU it last ran on, from /proc/PID/stat."""
+    found, own = {}, os.getpid()
+    with contextlib.suppress(OSError):
+        for entry in PROC.iterdir():
+            if entry.name.isdigit() and int(entry.name) != own:
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    text = (entry / "stat").read_text()
+                    name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+                    found[int(entry.name)] = (name, int(rest[11]) + int(rest[12]), int(rest[36]))  # last CPU
+    return found
+
+
+def _frequency(cores: set[int]) -> dict:
+    """Mean current and maximum frequency of CORES in MHz (cpufreq), or None with the reason."""
+    current, maximum = [], []
+    for core in sorted(cores):
+        folder = CPUFREQ / f"cpu{core}" / "cpufreq"
+        with contextlib.suppress(OSError, ValueError):
+            current.append(int((folder / "scaling_cur_freq").read_text()) / 1000)
+            maximum.append(int((folder / "cpuinfo_max_freq").read_text()) / 1000)
+    if not current:
+        return {"mhz": None, "max_mhz": None,
+                "reason": Text("not read: {folder} has no cpufreq (a virtual machine often hides it)", folder=str(CPUFREQ))}
+    return {"mhz": round(sum(current) / len(current)), "max_mhz": round(sum(maximum) / len(maximum)) if maximum else None,
+            "reason": None}
+
+
+def _load() -> list[float] | None:
+    with contextlib.suppress(OSError, AttributeError):
+        return [round(value, 2) for value in os.getloadavg()]
+    return None
+
+
+def host_sample() -> dict:
+    """Read the host's counters at one moment (before or after a window)."""
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    return {"time": time.monotonic(), "cores": cores, "busy_ticks": _cpu_ticks(cores), "own_cpu": time.process_time(),
+            "waited": _waited_ns(), "processes": _processes(), "load": _load(), "frequency": _frequency(cores)}
+
+
+def host_figures(start: dict, end: dict) -> dict:
+    """Turn two samples into the window's host figures: shares are cores on average (1.0: one core all the time)."""
+    wall = end["time"] - start["time"]
+    own = end["own_cpu"] - start["own_cpu"]
+    figures = {"window_s": round(wall, 6), "cores_watched": sorted(start["cores"]), "own_cpu_s": round(own, 4),
+               "load_average_start": start["load"], "load_average_end": end["load"],
+               "cpu_frequency_start": start["frequency"], "cpu_frequency_end": end["frequency"], "reasons": {}}
+    if start["busy_ticks"] is None or end["busy_ticks"] is None or wall <= 0:
+        figures.update(other_cpu_s=None, other_cpu_share=None)
+        figures["reasons"]["other_cpu_share"] = NO_PROC
+    else:
+        # /proc/stat counts in ticks (1/TICKS s): a share is uncertain by about two ticks over the window.
+        other = max(0.0, (end["busy_ticks"] - start["busy_ticks"]) / TICKS - own)
+        figures.update(other_cpu_s=round(other, 4), other_cpu_share=round(other / wall, 4),
+                       resolution_s=round(2 / TICKS, 4))
+    if not end["waited"] or wall <= 0:
+        figures.update(waited_s=None, waited_share=None)
+        figures["reasons"]["waited_share"] = Text("not read: /proc/self/task/*/schedstat is missing (a kernel without "
+                                                  "scheduler statistics)")
+    else:
+        waited = sum(ns - start["waited"].get(tid, 0) for tid, ns in end["waited"].items()) / 1e9
+        figures.update(waited_s=round(waited, 4), waited_share=round(waited / wall, 4))
+    figures["busiest_others"] = _busiest(start["processes"], end["processes"], wall, start["cores"])
+    return figures
+
+
+def _busiest(before: dict, after: dict, wall: float, cores: set[int]) -> list[dict]:
+    """The other processes that used the most CPU during the window, those that last ran on CORES first (those that
+    shared the runner's cores), each with its share of a core."""
+    used = [(last in cores, ticks - before[pid][1], pid, name) for pid, (name, ticks, last) in after.items() if pid in before]
+    used = sorted((item for item in used if item[1] > 0), reverse=True)[:BUSIEST]
+    return [{"pid": pid, "name": name, "cpu_share": round(ticks / TICKS / wall, 3), "on_watched_cores": watched}
+            for watched, ticks, pid, name in used] if wall > 0 else []
+
+
+def threads() -> dict:
+    """The threads torch computes with, and OMP_NUM_THREADS as set (None with the reason where it is not set)."""
+    import torch
+
+    omp = os.environ.get("OMP_NUM_THREADS")
+    return {"torch_intra_op": torch.get_num_threads(), "torch_inter_op": torch.get_num_interop_threads(),
+            "omp_num_threads": omp, "omp_num_threads_reason": None if omp else Text("not set: torch chose its own count")}
+
+
+class Watch:
+    """Sample the machine before and after a measured window; ``record`` is the trial's interference object."""
+
+    def __init__(self, device: str, protocol: dict):
+        self.device, self.rule, self.record = device, rule_of(protocol), None
+        self.source = SOURCE_DECLARED if "disturbance" in protocol else SOURCE_DEFAULT
+
+    @contextlib.contextmanager
+    def window(self):
+        """Wrap the measured window: the samples are outside it, the record is made however the window ended."""
+        gpu_start, host_start = gpu_watch.sample(self.device), host_sample()
+        try:
+            yield self
+        finally:
+            host, gpu = host_figures(host_start, host_sample()), gpu_watch.figures(gpu_start, gpu_watch.sample(self.device))
+            crossed = judge(host, gpu, self.rule)
+            self.record = {"disturbed": bool(crossed), "crossed": crossed, "rule": self.rule, "rule_source": self.source,
+                           "host": host, "gpu": gpu, "threads": threads()}
+
+
+def busy_warnings(devices=("cpu",), warn=None) -> list[str]:
+    """Say what already uses the machine before the first trial: a load average above the usable cores, other processes
+    on a GPU of DEVICES; each with what to do, each given to WARN too. Empty on a quiet machine."""
+    warnings, cores = [], len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    load = _load()
+    if load is not None and load[0] > cores:
+        warnings.append(Text("the machine is already busy: its load average is {load} for {cores} usable cores. Trials "
+                             "measured now may be marked disturbed; stop the other jobs (top shows them) or wait, and see "
+                             "the README on a quiet machine", load=load[0], cores=cores))
+    for device in sorted({device for device in devices if device.startswith("cuda")}):
+        gpu = gpu_watch.figures(*(2 * [gpu_watch.sample(device)]))
+        if gpu.get("other_processes"):
+            pids = ", ".join(str(process["pid"]) for process in gpu["other_processes"])
+            warnings.append(Text("{device} already runs other processes (pid {pids}): trials on it may be marked "
+                                 "disturbed; stop them or choose another GPU", device=device, pids=pids))
+    for warning in warnings if warn else ():
+        warn(warning)
+    return warnings
