@@ -81,7 +81,7 @@ mutation: setup
 	find src -name __pycache__ -prune -exec rm -rf {} +
 	HF_HUB_OFFLINE=1 $(BIN)/mutmut run; status=$$?; rm -rf src; exit $$status
 
-# Languages (README, "Languages"): pull every message out of the code (Text, _) and the templates (_, ngettext, trans),
+# Languages (docs/languages.md): pull every message out of the code (Text, _) and the templates (_, ngettext, trans),
 # merge them into each language's catalog, then compile the catalogs shipped in the package. Translate in between.
 LOCALE = generator/locale
 translations: $(VENV)/.installed
