@@ -119,6 +119,6 @@ def describe_result(result: dict, runs: Path) -> str:
     lines += demo_adapt.describe_adaptation(result["adaptation"], index)
     lines += [f"Open the decision page: {index.parent / 'campaigns' / CAMPAIGN / 'decision.html'}",
               f"Try next: iteralab decide {CAMPAIGN} (the same answer as text), iteralab note new {CAMPAIGN} (draft the "
-              "decision note), iteralab check runs/; the README's 'After the demo' lists the rest.",
+              "decision note), iteralab check runs/; the manual's 'After the demo' (docs/getting-started.md) lists the rest.",
               f"Site: {index} (Bahasa Indonesia: {index.parent / 'id' / 'index.html'})", describe_time(result["seconds"], [] if result["skipped"] else result["trials"])]
     return "\n".join(lines)

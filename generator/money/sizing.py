@@ -24,7 +24,7 @@ TRAINING_ITEMS = (
 
 # Where size --mode training points: the campaign that measures what it can only list.
 MEASURED_TRAINING = ("an adaptation campaign ([workload] kind = \"adapt\") times each phase with its memory peaks "
-                     "beside this estimate; see the README's section \"Adaptation campaigns\"")
+                     "beside this estimate; see the manual's page on adaptation, docs/adapt.md")
 
 
 def gib(value: int | Decimal) -> Decimal:
