@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # Imported before the first fork: what `iteralab run` on the tiny BERT imports beyond the CLI.
 WARM = ("torch", "transformers", "transformers.models.bert.modeling_bert", "transformers.models.bert.tokenization_bert",
-        "jsonschema", "jsonschema_rs", "iteralab.cli", "iteralab.run.runner", "iteralab.store.reading")
+        "jsonschema", "jsonschema_rs", "iteralab.cli", "iteralab.cli.run", "iteralab.run.runner", "iteralab.store.reading")
 
 
 class Zygote:

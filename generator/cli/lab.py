@@ -1,28 +1,11 @@
-"""The command a renter runs first on a freshly rented machine: doctor; and the lab exercise of its instruments."""
+"""iteralab lab and notebook: the lab exercise of the runner's instruments, printed or as a notebook."""
 
 from __future__ import annotations
 
 import click
 
 from iteralab import lab as exercise
-from iteralab.cli.options import FOLDER, emit, json_option, runs_option
-from iteralab.run import doctor as diagnosis
-
-
-@click.command()
-@click.argument("campaign", type=FOLDER, required=False)
-@runs_option("runs folder whose free disk is shown (default: runs)")
-@json_option
-def doctor(campaign, runs, as_json):
-    """Show in seconds what the runner will record on this machine and whether the campaign's devices are there.
-
-    GPUs with architecture and memory, driver and where it was read, CUDA or ROCm runtime, torch and transformers, OS,
-    free disk under the runs folder, CPU and threads; given CAMPAIGN, each variant's device found or missing and the
-    determinism check. No model loads and nothing is written; exit status 1 names what is missing.
-    """
-    data = diagnosis.diagnose(campaign_file=campaign, runs_dir=runs)
-    emit(as_json, data, diagnosis.describe(data))
-    return 0 if data["ok"] else 1
+from iteralab.cli.options import FOLDER
 
 
 @click.command()
@@ -47,6 +30,3 @@ def notebook(folder):
     """
     click.echo(f"wrote {exercise.copy_notebook(folder=folder)}: open it in Jupyter (pip install 'iteralab[notebook]' "
                "and a Jupyter front end)")
-
-
-COMMANDS = (doctor, lab, notebook)
