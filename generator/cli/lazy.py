@@ -8,6 +8,10 @@ from typing import NamedTuple
 
 import click
 
+# click's own heading, through click's own gettext domain as click writes it; a name, not a literal, so that pybabel
+# does not take it for one of iteralab's messages.
+CLICK_HEADING = "Commands"
+
 
 class Entry(NamedTuple):
     """Where a command lives ("iteralab.cli.cost:cost") and its summary: the first paragraph of its docstring."""
@@ -50,7 +54,7 @@ class LazyGroup(click.Group):
         if not names:
             return
         limit = formatter.width - 6 - max(map(len, names))  # click's room for the summaries
-        with formatter.section(_("Commands")):
+        with formatter.section(_(CLICK_HEADING)):
             formatter.write_dl([(name, self.listed(name).get_short_help_str(limit)) for name in names])
 
     def shell_complete(self, ctx: click.Context, incomplete: str) -> list:
