@@ -13,6 +13,7 @@ from pathlib import Path
 
 from iteralab.core import language
 from iteralab.core.errors import UserError
+from iteralab.core.language import Text
 from iteralab.decision import rental_checks, text
 from iteralab.decision.report import Report, decide_guarded
 from iteralab.machine.phases import PhaseClock
@@ -25,6 +26,7 @@ from iteralab.store.trials import (
     GENERATION_COLUMNS,
     PER_CARD_COLUMNS,
     initialisation,
+    left_out_words,
     trial_table,
 )
 from iteralab.store.views import CampaignView, campaign_views, kind_of
@@ -43,13 +45,15 @@ WHOLE = frozenset({"repetition", "sequence", "entries_expected", "entries_comple
                    "microbatch", "accumulation", "effective_batch", "updates", "trainable_parameters", "total_parameters",
                    "memory_estimate_total_bytes", "gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes",
                    "host_peak_rss_bytes", "export_bytes", "manifests", "trials", "ok_trials", "failed_trials",
-                   "counted_trials", "excluded_trials", "configurations", "rentals", "deliverables", "expenses", "problems", "corpus_entries", "gpu_count",
+                   "counted_trials", "excluded_trials", "disturbed_trials", "configurations", "rentals", "deliverables",
+                   "expenses", "problems", "corpus_entries", "gpu_count",
                    "gpus", "cards_per_lot", "lots", "days"})
 FLAGS = frozenset({"ids_match", "corpus_accepted", "disturbed", "accepted", "excluded", "set_aside", "counted", "reference",
                    "voided"})
 TIMES = frozenset({"created_at", "first_at", "last_at"})
 # Beside trials.csv's columns: what a notebook otherwise works out again from the records.
-TRIAL_EXTRAS = ["configuration_key", "accepted", "excluded", "set_aside", "counted", "reference"]
+# left_out: why a trial counts in no figure, by its name (excluded, disturbed, failed, interrupted), empty where it counts.
+TRIAL_EXTRAS = ["configuration_key", "accepted", "excluded", "set_aside", "counted", "left_out", "reference"]
 MONEY = ("price_per_lot", "total")
 
 
@@ -105,7 +109,8 @@ class Runs:
 
     @cached_property
     def campaigns(self):
-        """Return one row per campaign: its kind of work, runs, trials (ok, failed, counted, excluded) and rentals."""
+        """Return one row per campaign: its kind of work, runs, trials (ok, failed, counted; excluded by an exclusion's
+        rule and measured as disturbed, each apart) and rentals."""
         return _typed(_frame([_campaign_row(view) for view in self._views.values()], CAMPAIGN_COLUMNS))
 
     @cached_property
@@ -131,16 +136,28 @@ class Runs:
         return json.loads(json.dumps(data, ensure_ascii=False))
 
     def chart(self, campaign: str, name: str, *, lang: str = language.DEFAULT):
-        """Return the Altair chart NAME that the site draws for CAMPAIGN (it draws inline in Jupyter)."""
+        """Return the Altair chart NAME that the site draws for CAMPAIGN (it draws inline in Jupyter).
+
+        NAME is one of CHARTS: ``durations`` (each counted trial's measured window), ``memory`` (peak memory per
+        configuration), ``phase-memory`` (an adaptation's peaks per phase), ``quality`` (accuracy per length bucket),
+        ``planned-spend`` and ``projected-hours`` (the decision page's). Where the records give a chart nothing to draw
+        (every trial set aside as disturbed, say), the chart returned says why in words; a name that is not a chart is
+        an error listing the campaign's charts.
+        """
         import altair as alt
 
         view = self._view(campaign)
         with language.speaking(_language(lang)):
             drawn = campaign_charts(view) + (decision_charts(self._report(campaign)) if view.failure is None else [])
-        specs = {block["id"]: block["spec"] for block in drawn}
-        if name not in specs:
-            raise UserError(f"campaign {campaign} has no chart {name!r}; its charts: {', '.join(specs) or 'none'}")
-        return alt.Chart.from_dict(specs[name])
+            specs = {block["id"]: block["spec"] for block in drawn}
+            if name in specs:
+                return alt.Chart.from_dict(specs[name])
+            if name not in CHARTS:
+                raise UserError(f"campaign {campaign} has no chart {name!r}; its charts: {', '.join(specs) or 'none'} "
+                                f"(the charts of a campaign: {', '.join(CHARTS)})")
+            why = language.say(_nothing_to_draw(view, name))
+        return (alt.Chart(alt.Data(values=[{"why": why}]), title=f"{campaign}: {name}").mark_text(align="left", x=0)
+                .encode(text="why:N").properties(width=600, height=30))
 
     def _view(self, campaign: str) -> CampaignView:
         if campaign not in self._views:
@@ -153,6 +170,32 @@ class Runs:
         if campaign not in self._reports:
             self._reports[campaign] = decide_guarded(self._view(campaign), load_catalog(self.catalog))
         return self._reports[campaign]
+
+
+# Every chart a campaign may have, as the site names them (pages.figures): its own, then its decision page's.
+CHARTS = ("durations", "memory", "phase-memory", "quality", "planned-spend", "projected-hours")
+NOTHING = {"memory": Text("Nothing to draw: no counted trial measured a memory counter."),
+           "phase-memory": Text("Nothing to draw: only an adaptation's trials record their memory per phase."),
+           "quality": Text("Nothing to draw: no counted trial scored accuracy per length bucket (a generation campaign "
+                           "scores agreement with its reference instead)."),
+           "planned-spend": Text("Nothing to draw: no configuration runs on a card the catalog prices, so none has a "
+                                 "planned package."),
+           "projected-hours": Text("Nothing to draw: no configuration has a projection.")}
+
+
+def _nothing_to_draw(view: CampaignView, name: str) -> Text:
+    """Say why the records give chart NAME of a campaign nothing to draw: no trial counts (and why each is left out), or
+    what that chart needs."""
+    if view.failure:
+        return Text("Nothing to draw: the campaign's records could not be read ({reason}).", reason=view.failure)
+    if not any(summary.seconds for summary in view.variants):
+        counts: dict[str, int] = {}
+        for summary in view.variants:
+            for reason, count in summary.left_out_counts().items():
+                counts[reason] = counts.get(reason, 0) + count
+        return (Text("Nothing to draw: no trial counts ({left_out}).", left_out=left_out_words(counts)) if counts
+                else Text("Nothing to draw: the campaign has no trial yet."))
+    return NOTHING.get(name, Text("Nothing to draw: no successful trial."))
 
 
 def _language(code: str) -> str:
@@ -174,6 +217,7 @@ def _trial_rows(view: CampaignView):
     table.insert(1, "kind_of_work", [kind_of(manifest) for manifest in of_run])
     table["excluded"] = table["excluded_by"].notna()
     table["counted"] = [trial["record_id"] in counted for trial in view.trials]
+    table["left_out"] = [summary_of[trial["record_id"]].left_out(trial) for trial in view.trials]
     table["reference"] = [trial["variant"] == (manifest.get("protocol") or {}).get("reference_variant")
                           for trial, manifest in zip(view.trials, of_run, strict=True)]
     settings = pd.DataFrame([summary_of[trial["record_id"]].config for trial in view.trials], dtype=object)
@@ -231,7 +275,7 @@ def _of_kind(records, kind: str) -> list[dict]:
 
 
 CAMPAIGN_COLUMNS = ["campaign", "title", "kind_of_work", "manifests", "trials", "ok_trials", "failed_trials", "counted_trials",
-                    "excluded_trials",
+                    "excluded_trials", "disturbed_trials",
                     "configurations", "rentals", "deliverables", "expenses", "first_at", "last_at", "problems", "failure"]
 
 
@@ -243,7 +287,9 @@ def _campaign_row(view: CampaignView) -> dict:
     return {"campaign": view.name, "title": view.title, "kind_of_work": ", ".join(kinds) or None,
             "manifests": len(view.manifests), "trials": len(view.trials), "ok_trials": statuses.count("ok"),
             "failed_trials": sum(1 for status in statuses if status != "ok"), "counted_trials": counted,
-            "excluded_trials": len(view.excluded), "configurations": len(view.variants), "rentals": len(view.rentals),
+            "excluded_trials": len(view.excluded),  # by an exclusion's rule; disturbed ones set aside apart (#60)
+            "disturbed_trials": sum(len(summary.disturbed) for summary in view.variants),
+            "configurations": len(view.variants), "rentals": len(view.rentals),
             "deliverables": len(view.deliverables), "expenses": len(view.expenses),
             "first_at": min(times, default=None), "last_at": max(times, default=None),
             "problems": len(view.problems), "failure": view.failure}

@@ -337,7 +337,7 @@ def _verdict(value, passed):
 
 
 def _conditions_row(trials, hours=(1.0, 2.0, 3.0), plan_total=None, plan_reason=None):
-    return decision.Row(SimpleNamespace(trials=trials, counted=trials, excluded_successes=0, key="k", label="b1"), {}, (None,) * 3, (None,) * 2, hours=hours,
+    return decision.Row(SimpleNamespace(trials=trials, counted=trials, excluded_successes=0, left_out_counts=lambda successes=False: {}, key="k", label="b1"), {}, (None,) * 3, (None,) * 2, hours=hours,
                         plan=SimpleNamespace(total=Decimal(plan_total)) if plan_total else None, plan_reason=plan_reason)
 
 

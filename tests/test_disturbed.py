@@ -126,7 +126,7 @@ def test_a_busy_loop_during_one_repetition_marks_that_trial_disturbed_and_rerun_
         assert min(host["other_cpu_share"], host["waited_share"]) < THRESHOLD
     # The decision sets the disturbed trial aside: two clean repetitions of three.
     view = campaign_views(reading.load(runs))[0]
-    assert view.variants[0].ok == 2 and busy["record_id"] in view.variants[0].excluded
+    assert view.variants[0].ok == 2 and busy["record_id"] in view.variants[0].disturbed
     # --rerun-disturbed measures that repetition again (sequence 2, naming the disturbed trial); nothing else runs.
     code, out, err = cli("run", campaign, "--runs", runs, "--resume", "--rerun-disturbed", "--quiet", "--json")
     assert code == 0, err

@@ -71,7 +71,7 @@ def test_a_disturbed_trial_is_set_aside_unless_the_protocol_uses_it_and_the_spre
     assert not reading.load(tmp_path / "busy").problems  # the interference object is valid against the schema
     view = campaign_views(reading.load(tmp_path / "busy"))[0]
     b1 = view.variants[0]
-    assert b1.ok == 3 and b1.maximum == 1.02 and trials[("b1", 3)]["record_id"] in b1.excluded
+    assert b1.ok == 3 and b1.maximum == 1.02 and trials[("b1", 3)]["record_id"] in b1.disturbed and not b1.excluded
     said = unstable_statements(view)
     assert len(said) == 1 and said[0].startswith("b1") and ": the result may be unstable. Its slowest repetition is 4.5 times" in said[0]
     assert f"Trials measured as disturbed: {trials[('b1', 3)]['record_id']}; the decision sets them aside" in said[0]

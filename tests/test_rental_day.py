@@ -85,11 +85,14 @@ def test_a_run_killed_at_several_points_resumes_with_every_planned_trial_exactly
     assert code == 0, err
     assert "Resumed run" in out and "recorded as interrupted" in out
     # #45: the summary table shows the whole run, every repetition of both variants, not only the resumed part.
-    rows = {line.split()[0]: [int(n) for n in line.split()[-5:]] for line in out.split("\n")
-            if line.split() and line.split()[0] in ("b1", "b4")}
-    assert {name: ok for name, (_, ok, _, _, _) in rows.items()} == {"b1": 3, "b4": 3}
-    # The 6 ok trials and the 3 interrupted (each an attempt, a failure, and run again by a retry), over both variants.
-    assert [sum(column) for column in zip(*rows.values(), strict=True)][:4] == [9, 6, 3, 3]
+    # #60: the columns after the figures count as the decision does: a trial the machine disturbed is no figure.
+    columns = ("attempts", "counted", "disturbed", "fail", "interrupted", "retries", "accepted")
+    rows = {line.split()[0]: dict(zip(columns, (int(n) for n in line.split()[-7:]), strict=True))
+            for line in out.split("\n") if line.split() and line.split()[0] in ("b1", "b4")}
+    assert {name: row["counted"] + row["disturbed"] for name, row in rows.items()} == {"b1": 3, "b4": 3}
+    # The 6 ok trials and the 3 interrupted (each an attempt, an interruption, and run again by a retry), over both variants.
+    assert {column: sum(row[column] for row in rows.values()) for column in ("attempts", "fail", "interrupted", "retries")} \
+        == {"attempts": 9, "fail": 0, "interrupted": 3, "retries": 3}
     loaded = reading.load(runs)
     (manifest,) = loaded.of_kind("manifest")
     trials = loaded.of_kind("trial")

@@ -82,7 +82,7 @@ def answer(question: Question, ranked: list, infeasible: list, rows: list, to_me
                      if question.unit == MODEL else
                      Text("The campaign file states no [decision] table, so this answer assumes one corpus and no window."))
     found.next_step = (_without_rental(found, question, infeasible, to_measure, workload, window, lines)
-                       or _next_step(found.cheapest, ranked, to_measure, question))
+                       or _measure_again(found, ranked, rows) or _next_step(found.cheapest, ranked, to_measure, question))
     # The page lists the other sentences under the first, and the cards to measure in a list of their own.
     found.points = tuple(line for line in lines if line is not measuring)
     return {"answer": Joined(" ", [found.next_step, *lines]), **vars(found)}
@@ -101,6 +101,21 @@ def _next_step(cheapest: object | None, ranked: list, to_measure: list[dict], qu
     step = _measure_next(to_measure, question)
     return Text("Nothing to rent yet: {why}. {step}", why=why, step=step) if step else Text("Nothing to rent yet: {why}.",
                                                                                           why=why)
+
+
+def _measure_again(found: SimpleNamespace, ranked: list, rows: list) -> str | None:
+    """Say first, where nothing is feasible because trials measured as disturbed left configurations fewer than two to
+    compare, that they did and the command that measures them again (#60): another card would not help. Else None."""
+    hit = [row for row in rows if row.summary.disturbed_successes and len(row.summary.seconds) < 2]
+    if ranked or not hit:
+        return None
+    if len(hit) == len(rows):  # the whole campaign: the index's line says so too
+        found.summary_line = Text("every configuration's trials measured as disturbed: measure again on a quiet machine")
+    return Text("Nothing to rent yet: {count} of {total} configurations have fewer than two trials to compare because "
+                "their trials were measured as disturbed (something else used the machine during their measured "
+                "windows) and are set aside. Measure them again on a quiet machine with {command} (CAMPAIGN_FILE: "
+                "the campaign's file), then build again.", count=len(hit), total=len(rows),
+                command="iteralab run CAMPAIGN_FILE --resume --rerun-disturbed")
 
 
 def _measure_next(to_measure: list[dict], question: Question) -> str | None:

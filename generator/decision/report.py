@@ -23,7 +23,7 @@ from iteralab.store import adaptation, expenses
 from iteralab.store.configuration import catalog_card
 from iteralab.store.disturbance import unstable_statements
 from iteralab.store.reading import load
-from iteralab.store.trials import initialisation, trial_table
+from iteralab.store.trials import initialisation, left_out_words, trial_table
 from iteralab.store.views import CampaignView, VariantSummary, campaign_views
 
 
@@ -195,14 +195,18 @@ def _conditions(row: Row, question: Question) -> list[str]:
     """Name every feasibility condition the row fails: quality, ids, window, deadline, budget."""
     failed = []
     ok = [t for t in row.summary.counted if t["status"] == "ok"]
-    set_aside = row.summary.excluded_successes
+    aside = row.summary.left_out_counts(successes=True)  # each reason by its name: excluded by a rule, disturbed (#60)
     if not ok:
-        failed.append(Text("quality: no successful trial left ({count} excluded)", count=set_aside) if set_aside
-                      else Text("quality: no successful trial"))
-    elif len(ok) < 2 and set_aside:
-        # Exclusions must not let one lucky repetition win: with fewer than two left, nothing is compared.
-        failed.append(Text("comparison: cannot be compared, {left} successful trial left after {count} excluded",
-                           left=len(ok), count=set_aside))
+        failed.append(Text("quality: no successful trial") if not aside else
+                      Text("disturbed: no successful trial left to count ({left_out})", left_out=left_out_words(aside))
+                      if "disturbed" in aside else
+                      Text("quality: no successful trial left ({count} excluded)", count=aside["excluded"]))
+    elif len(ok) < 2 and aside:
+        # Exclusions and disturbance must not let one lucky repetition win: with fewer than two left, nothing is compared.
+        failed.append(Text("comparison: cannot be compared, {left} successful trial left ({left_out})", left=len(ok),
+                           left_out=left_out_words(aside)) if "disturbed" in aside else
+                      Text("comparison: cannot be compared, {left} successful trial left after {count} excluded",
+                           left=len(ok), count=aside["excluded"]))
     if ok:
         rejected = [t for t in ok if not t["corpus_accepted"]]
         if rejected:

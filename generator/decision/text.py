@@ -17,6 +17,7 @@ from iteralab.money.schedule import format_hours
 from iteralab.store import adaptation, generation
 from iteralab.store.records import shown_time
 from iteralab.store.trials import CUDA_INITIALISATION
+from iteralab.store.views import KindConfiguration
 
 
 def _text(value) -> str | None:
@@ -60,6 +61,9 @@ def figures_digest(report: Report) -> str:
     # The kind of work is the campaign's, not a figure: notes signed before the report named it stay current.
     figures = {key: value for key, value in report_dict(report).items() if key not in ("kinds", "kind_of_work")}
     data = json.dumps(said(figures, "en"), sort_keys=True, ensure_ascii=False, default=str)
+    for row in report.rows:  # a key that names its kind of work (#60) signs as the key it had: no note goes stale for it
+        if isinstance(row.summary.configuration, KindConfiguration):
+            data = data.replace(json.dumps(row.key), json.dumps(row.summary.configuration.aliases[0]))
     return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
 
 
@@ -77,7 +81,8 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
         return {
             "configuration": row.key, "label": row.label, "variant": row.summary.name, "settings": row.summary.config,
             "hardware": configuration.hardware, "software": configuration.software,
-            "trials": row.statuses, "excluded_trials": sorted(row.summary.excluded),
+            "trials": row.statuses, "excluded_trials": sorted(row.summary.excluded),  # by an exclusion's rule only
+            **({"disturbed_trials": sorted(row.summary.disturbed)} if row.summary.disturbed else {}),  # set aside (#60)
             "accepted_trials": row.summary.accepted, "ids_match": row.summary.ids_match,
             "verdicts": [{k: v[k] for k in ("metric", "threshold", "median", "passed", "judged")} for v in row.summary.verdicts()],
             "measured_window_s": [round(s, 6) for s in row.summary.seconds],
@@ -85,8 +90,7 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
             "gpu_peak_reserved_bytes": reserved, "gpu_peak_reserved_reason": reserved_reason,
             "card_capacity_bytes": row.capacity_bytes, "card_capacity_reason": row.capacity_reason,
             "lots": row.lots, "projected_hours": hours, "projection_reason": None if hours else "no successful trial to project from",
-            "planned": plan_dict(row.plan),
-            "planned_reason": row.plan_reason, **_observed_and_other(row),
+            "planned": plan_dict(row.plan), "planned_reason": row.plan_reason, **_observed_and_other(row),
             "feasible": row.feasible, "conditions_failed": list(row.conditions), **_tokens(row), **_adapted(row),
             **_initialisation(row), **_together(row)}
 

@@ -240,11 +240,12 @@ def sizing(summary) -> dict | None:
     return {"method": found["method"], "parameters": found["parameters"], "memory": found["memory"], "failures": failures}
 
 
-def unit_durations(row) -> list[tuple[str, float, bool]]:
-    """Return (trial id, seconds of one useful unit, excluded) of every successful trial of a decision ROW in run order:
+def unit_durations(row) -> list[tuple[str, float, str | None]]:
+    """Return (trial id, seconds of one useful unit, why it is set aside or None) of every successful trial of a decision
+    ROW in run order:
     a corpus's measured window, or a model's time to the validated model (its window_seconds are read from those)."""
     summary = row.summary
     if row.unit != MODEL:
         return summary.raw_durations
-    return [(trial["record_id"], seconds, trial["record_id"] in summary.excluded) for trial in summary.trials
+    return [(trial["record_id"], seconds, summary.left_out(trial)) for trial in summary.trials
             if (seconds := adaptation.model_seconds(trial)) is not None]

@@ -22,17 +22,22 @@ from iteralab.store.views import CampaignView
 COMPARISONS = {">=": "≥", "<=": "≤"}  # as every other page writes a threshold; the record keeps its ASCII form
 
 
-def trial_index(view: CampaignView, retry_words: str = "", excluded_words: str = "", disturbed_words: str = "") -> Markup:
+def trial_index(view: CampaignView, retry_words: dict | None = None, excluded_words: str = "",
+                disturbed_words: str = "") -> Markup:
     """Return the trials page's list of links, one per trial in run order: its id, variant and status, then
-    RETRY_WORDS after a trial that runs an interrupted repetition again, EXCLUDED_WORDS after one an exclusion sets aside
-    and DISTURBED_WORDS after one the decision sets aside as disturbed."""
-    status_word = said(language.current())["status_word"]
+    RETRY_WORDS[why] after a trial that runs a disturbed or an interrupted repetition again (CampaignView.retried),
+    EXCLUDED_WORDS after one an exclusion sets aside and DISTURBED_WORDS after one the decision sets aside as disturbed."""
+    status_word, retried, retry_words = said(language.current())["status_word"], view.retried, retry_words or {}
     aside = set_aside_in(view)
+
+    def notes(trial: dict) -> str:
+        said_of = [retry_words.get(retried[trial["record_id"]], "")] if trial["record_id"] in retried else []
+        said_of += [excluded_words] if trial["record_id"] in view.excluded else []
+        said_of += [disturbed_words] if trial["record_id"] in aside else []
+        return "".join(f"; {escape(words)}" for words in said_of)
+
     return Markup("".join(f'<li><a href="#{escape(t["record_id"])}">{escape(t["record_id"])}</a> ({escape(t["variant"])}, '
-                          f'{status_word(t["status"])}{f"; {escape(retry_words)}" if t.get("retry_of") else ""}'
-                          f'{f"; {escape(excluded_words)}" if t["record_id"] in view.excluded else ""}'
-                          f'{f"; {escape(disturbed_words)}" if t["record_id"] in aside else ""})</li>'
-                          for t in view.trials))
+                          f'{status_word(t["status"])}{notes(t)})</li>' for t in view.trials))
 
 
 def trial_sections(view: CampaignView, bundle_name: str, w: dict) -> Markup:
@@ -67,9 +72,10 @@ def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: s
         parts.append(f'<p id="{trial_id}-in-flight" class="warning in-flight">'
                      f'{fill(w["interrupted"], started=moment(trial["started_at"], code), recorded=moment(trial["created_at"], code))} '
                      f'{w["completed"]}: {reason}. {w["never"]}</p>')
-    if trial.get("retry_of"):
+    if trial.get("retry_of"):  # of a disturbed trial (run --resume --rerun-disturbed) or an interrupted one, said apart
+        retry = w["retry_disturbed"] if view.retried.get(trial["record_id"]) == "disturbed" else w["retry"]
         parts.append(f'<p id="{trial_id}-retry" class="retry">'
-                     f'{fill(w["retry"], repetition=trial["repetition"], trial=trial["retry_of"])}</p>')
+                     f'{fill(retry, repetition=trial["repetition"], trial=trial["retry_of"])}</p>')
     resumed = view.resumed_before(trial)
     if resumed and not trial.get("started_at"):
         parts.append(f'<p id="{trial_id}-after-resumption" class="after-resumption">'

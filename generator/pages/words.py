@@ -9,7 +9,7 @@ from functools import cache
 
 from markupsafe import Markup, escape
 
-from iteralab.core.language import Text, say
+from iteralab.core.language import Joined, Text, say
 from iteralab.decision.kinds import kind_line, kind_of_work
 
 STATUSES = {"ok": Text("ok"), "oom": Text("oom"), "error": Text("error"), "interrupted": Text("interrupted")}
@@ -60,6 +60,10 @@ FIGURES = {"outputs": Text("Outputs"), "input_tokens": Text("Input tokens"), "ou
            "validation_accuracy": Text("Validation accuracy"), "validation_macro_f1": Text("Validation macro F1"),
            "estimate": Text("estimate"), "measured": Text("measured")}
 
+# Why a trial counts in no figure, each reason by its name (#60: a disturbed trial was said to be excluded).
+LEFT_OUT = {"excluded": Text("excluded"), "disturbed": Text("disturbed"), "failed": Text("failed"),
+            "interrupted": Text("interrupted")}
+
 KINDS = {"rental": Text("rental"), "expense": Text("expense"), "deliverable": Text("deliverable"),
          "exclusion": Text("exclusion"), "trial": Text("trial")}
 
@@ -87,6 +91,23 @@ def _work(code: str) -> dict:
     return {"kinds_word": work, "kind_line": line}
 
 
+def _disturbance(code: str):
+    """Return the template function that says, after a pair the repetitions cannot compare, which of the two its trials
+    set aside as disturbed left fewer than two (store.separation names those an exclusion left so), and how to measure
+    them again."""
+    def caused(view, statement: dict) -> Markup:
+        by_label = {summary.label: summary for summary in view.variants}
+        pair = [summary for label in statement["pair"] if (summary := by_label.get(label)) is not None]
+        found = [Text("{label} has {left} left, {count} measured as disturbed", label=s.label, left=len(s.seconds),
+                      count=s.disturbed_successes) for s in pair if len(s.seconds) < 2 and s.disturbed_successes]
+        if not found:
+            return Markup("")
+        return Markup(" " + escape(Text("Disturbance caused it: {causes}; iteralab run CAMPAIGN_FILE --resume "
+                                        "--rerun-disturbed measures those repetitions again.",
+                                        causes=Joined("; ", found)).say(code)))
+    return caused
+
+
 @cache
 def said(code: str) -> dict:
     """Return the template functions that give these words in the language CODE."""
@@ -94,4 +115,4 @@ def said(code: str) -> dict:
             "work_word": _lookup(WORK, code),
             "criterion_word": _lookup(CRITERIA, code, lambda name: str(name).replace("_", " ")),
             "column_word": _lookup(COLUMNS, code), "kind_word": _lookup(KINDS, code), "figure_word": _lookup(FIGURES, code),
-            **_work(code)}
+            "left_out_word": _lookup(LEFT_OUT, code), "disturbance_caused": _disturbance(code), **_work(code)}

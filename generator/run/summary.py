@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sys
 
+from iteralab.core.language import Joined, Text, say
 from iteralab.machine import placement
-from iteralab.store.views import window_figures
+from iteralab.store.disturbance import is_disturbed, rule_of
+from iteralab.store.trials import LEFT_OUT, left_out_words, window_figures
 
 
 def plan_data(prepared) -> dict:
@@ -41,16 +43,22 @@ def describe_plan(prepared) -> str:
 
 def run_data(result) -> dict:
     """Return what a run wrote as plain data: run id, records file, the summary per variant, interrupted or not."""
-    return {"run_id": result.run_id, "records_file": str(result.records_file), "summary": summarize(result.earlier + result.trials),
+    return {"run_id": result.run_id, "records_file": str(result.records_file),
+            "summary": summarize(result.earlier + result.trials, _protocol(result)),
             "interrupted": result.interrupted, "resumed": result.resumed, "warnings": result.warnings,
             "rental": (result.manifest or {}).get("rental")}
+
+
+def _protocol(result) -> dict | None:
+    return (result.manifest or {}).get("protocol")
 
 
 def describe_run(result) -> str:
     """Return the summary table, where the records are, and whether the run was interrupted."""
     campaign = (result.manifest or {}).get("campaign", "CAMPAIGN")
     # After --resume, the whole run: the trials earlier invocations recorded with those of this one (#45).
-    text = (format_summary(summarize(result.earlier + result.trials)) + f"\nRun id: {result.run_id} (for rental add --run)"
+    text = (format_summary(summarize(result.earlier + result.trials, _protocol(result)))
+            + f"\nRun id: {result.run_id} (for rental add --run)"
             f"\nTrial ids: iteralab trials {campaign} --run {result.run_id} (for deliver and exclude)"
             f"\nRecords: {result.records_file}")
     if result.resumed:
@@ -59,7 +67,7 @@ def describe_run(result) -> str:
                 f"{len(resumed['interrupted'])} in flight when the process ended recorded as interrupted"
                 f"{' (' + ', '.join(resumed['interrupted']) + ')' if resumed['interrupted'] else ''}, "
                 f"{resumed['remaining']} run now in the planned order"
-                f"{_retried(resumed.get('retried') or [])}; warm-up {resumed['warmup']}\n" + text)
+                f"{_retried(resumed.get('retried') or [], result.earlier)}; warm-up {resumed['warmup']}\n" + text)
     rental = (result.manifest or {}).get("rental")
     if rental:
         text += (f"\nRental: {rental['rental_id']}, "
@@ -69,22 +77,47 @@ def describe_run(result) -> str:
     return text
 
 
-def _retried(retried: list[str]) -> str:
+def _retried(retried: list[str], earlier: list[dict]) -> str:
+    """Say which repetitions run again, each by why the trial it replaces does not count: disturbed (--rerun-disturbed)
+    or interrupted (the process ended, or a signal stopped it)."""
     if not retried:
         return ""
-    return f", {len(retried)} of them an interrupted repetition run again (replacing {', '.join(retried)})"
+    disturbed = {t["record_id"] for t in earlier if is_disturbed(t)}
+    said = [f"{len(ids)} of them {why} repetition run again (replacing {', '.join(ids)})"
+            for why, ids in (("a disturbed", [i for i in retried if i in disturbed]),
+                             ("an interrupted", [i for i in retried if i not in disturbed])) if ids]
+    return ", " + "; ".join(said)
 
 
-def summarize(trials: list[dict]) -> list[dict]:
-    """Per variant: measured-window seconds in run order, median, min, max, attempts, ok/failed, retries, verdicts."""
+def left_out(trial: dict, protocol: dict | None) -> str | None:
+    """Name why a trial of this run counts in no figure of the decision (store.trials.LEFT_OUT): disturbed (unless the
+    protocol, or without it the rule the trial records, uses such trials), interrupted, failed; None where it counts.
+    An exclusion is recorded later, by a person."""
+    rule = rule_of(protocol) if protocol is not None else {**rule_of(None), **(trial.get("interference") or {}).get("rule", {})}
+    if is_disturbed(trial) and not rule["use_disturbed"]:
+        return "disturbed"
+    return None if trial["status"] == "ok" else "interrupted" if trial["status"] == "interrupted" else "failed"
+
+
+def summarize(trials: list[dict], protocol: dict | None = None) -> list[dict]:
+    """Per variant, the figures the decision uses: measured-window seconds of the trials it counts in run order, their
+    median, min and max; attempts, counted, and those it leaves out by their reason (LEFT_OUT: disturbed, failed,
+    interrupted), retries, accepted; failures. PROTOCOL: the run's, whose [protocol.disturbance] may use disturbed trials."""
     rows = {}
     for trial in sorted(trials, key=lambda t: (t["created_at"], t["sequence"])):
         row = rows.setdefault(trial["variant"], {"variant": trial["variant"], "durations_s": [], "attempts": 0, "ok": 0,
-                                                 "failed": 0, "retries": 0, "accepted": 0, "failures": []})
+                                                 "counted": 0, "left_out": {}, "left_out_s": [], "failed": 0,
+                                                 "retries": 0, "accepted": 0, "failures": []})
         row["attempts"] += 1
         row["retries"] += bool(trial.get("retry_of"))
-        if trial["status"] == "ok":
-            row["ok"] += 1
+        row["ok"] += trial["status"] == "ok"
+        reason = left_out(trial, protocol)
+        if reason:
+            row["left_out"][reason] = row["left_out"].get(reason, 0) + 1
+        if trial["status"] == "ok" and reason:
+            row["left_out_s"].append(trial["phases"]["measured_window"]["duration_ns"] / 1e9)
+        elif trial["status"] == "ok":
+            row["counted"] += 1
             row["durations_s"].append(trial["phases"]["measured_window"]["duration_ns"] / 1e9)
             row["accepted"] += trial["corpus_accepted"]
             if trial.get("generation"):  # a generation trial: its output tokens per second beside the window
@@ -94,27 +127,43 @@ def summarize(trials: list[dict]) -> list[dict]:
             row["failures"].append(trial["status"] + (f" in {trial['failed_phase']}" if trial["failed_phase"] else ""))
     for row in rows.values():
         row["min_s"], row["median_s"], row["max_s"] = window_figures(row["durations_s"])
+        row["left_out"] = {reason: row["left_out"][reason] for reason in LEFT_OUT if reason in row["left_out"]}
     return list(rows.values())
 
 
 def format_summary(rows: list[dict]) -> str:
-    """Render the summary as a plain-text table."""
+    """Render the summary as a plain-text table: the figures over the trials the decision counts, and under each variant
+    how many it leaves out and why (that line in the current language)."""
     def seconds(value):
         return "—" if value is None else f"{value:.3f}"
 
-    # Attempts and successes apart: a repetition run again after an interruption is one more attempt, never hidden.
-    lines = [f"{'variant':<16} {'measured window, s (run order)':<44} {'median':>8} {'min':>8} {'max':>8} "
-             f"{'attempts':>8} {'ok':>3} {'fail':>4} {'retries':>7} {'accepted':>8}"]
+    # Attempts and counted trials apart: a repetition run again after an interruption or a disturbance is one more
+    # attempt, never hidden; a disturbed window is no figure of the decision's, so none of the table's (#60).
+    lines = [f"{'variant':<16} {'measured window, s (counted, run order)':<44} {'median':>8} {'min':>8} {'max':>8} "
+             f"{'attempts':>8} {'counted':>7} {'disturbed':>9} {'fail':>4} {'interrupted':>11} {'retries':>7} {'accepted':>8}"]
     for row in rows:
-        runs = " ".join(f"{value:.3f}" for value in row["durations_s"]) or "(no successful trial)"
+        runs = " ".join(f"{value:.3f}" for value in row["durations_s"]) or "(no trial counted)"
+        found = row["left_out"]
         lines.append(f"{row['variant']:<16} {runs:<44} {seconds(row['median_s']):>8} {seconds(row['min_s']):>8} "
-                     f"{seconds(row['max_s']):>8} {row['attempts']:>8} {row['ok']:>3} {row['failed']:>4} "
-                     f"{row['retries']:>7} {row['accepted']:>8}")
+                     f"{seconds(row['max_s']):>8} {row['attempts']:>8} {row['counted']:>7} {found.get('disturbed', 0):>9} "
+                     f"{found.get('failed', 0):>4} {found.get('interrupted', 0):>11} {row['retries']:>7} {row['accepted']:>8}")
         if row.get("tokens_per_s"):
             low, middle, high = window_figures(row["tokens_per_s"])
             lines.append(f"{'':<16} output tokens per second: median {middle:.1f}, min {low:.1f}, max {high:.1f}")
+        if found:
+            lines.append(f"{'':<16} {_left_out_line(row)}")
         lines.extend(f"{'':<16} failed: {failure}" for failure in row["failures"])
     return "\n".join(lines)
+
+
+def _left_out_line(row: dict) -> str:
+    """Say how many of a variant's trials the decision leaves out and why, and the disturbed windows it does not use."""
+    said = Text("left out of every figure: {left_out}.", left_out=left_out_words(row["left_out"]))
+    if row["left_out"].get("disturbed"):
+        said = Joined(" ", [said, Text("Disturbed windows, set aside: {seconds} s. iteralab run CAMPAIGN_FILE --resume "
+                                       "--rerun-disturbed measures them again, on a quiet machine.",
+                                       seconds=" ".join(f"{value:.3f}" for value in row["left_out_s"]))])
+    return say(said)
 
 
 class Progress:

@@ -64,7 +64,7 @@ def run_rows(view: CampaignView) -> list[dict]:
 
 def trial_rows(view: CampaignView, *, accepted: bool = False, run_id: str | None = None) -> list[dict]:
     """One row per trial in run order (only corpus-accepted ones with ACCEPTED, only RUN_ID's with it)."""
-    labels = {t["record_id"]: summary.label for summary in view.variants for t in summary.trials}
+    summary_of = {t["record_id"]: summary for summary in view.variants for t in summary.trials}
     aside = set_aside_in(view)
     rows = []
     for trial in view.trials:
@@ -72,10 +72,11 @@ def trial_rows(view: CampaignView, *, accepted: bool = False, run_id: str | None
             continue
         phase = trial["phases"].get("measured_window") or {}
         window = phase.get("duration_ns")
-        rows.append({"trial_id": trial["record_id"], "run_id": trial["run_id"], "configuration": labels.get(trial["record_id"]),
+        rows.append({"trial_id": trial["record_id"], "run_id": trial["run_id"], "configuration": summary_of[trial["record_id"]].label,
                      "repetition": trial["repetition"], "status": trial["status"],
                      "corpus_accepted": trial["corpus_accepted"], "excluded_by": view.excluded.get(trial["record_id"]),
-                     "retry_of": trial.get("retry_of"),
+                     "retry_of": trial.get("retry_of"), "retry_of_was": view.retried.get(trial["record_id"]),
+                     "left_out": summary_of[trial["record_id"]].left_out(trial),  # why it counts in no figure, or None
                      "measured_window_s": None if window is None else window / 1e9,
                      "measured_window_completed": None if window is None else phase.get("completed", True),
                      # None where the record predates the interference reading: not measured, never clean.
@@ -121,15 +122,16 @@ def describe_trials(view: CampaignView, rows: list[dict]) -> str:
             line += "  accepted"
         if row["excluded_by"]:
             line += f"  excluded by {row['excluded_by']}"
-        if row["retry_of"]:
-            line += f"  runs again interrupted {row['retry_of']}"
+        if row["retry_of"]:  # the repetition of a disturbed trial (--rerun-disturbed) or of an interrupted one
+            line += f"  runs again {row['retry_of_was'] or 'interrupted'} {row['retry_of']}"
         if row["disturbed"]:
             line += "  disturbed: set aside" if row["set_aside_as_disturbed"] else "  disturbed: used (use_disturbed)"
         if row.get("card"):
             line += f"  on {row['card']} (set {row['card_set']})"
         if row["measured_window_s"] is not None and row.get("measured_window_completed") is False:
             # A stopped window's time covers part of the corpus: never printed as if it were the trial's duration.
-            line += f"  window interrupted after {row['measured_window_s']:.3f} s (part of the corpus)"
+            line += (f"  window {'interrupted' if row['status'] == 'interrupted' else 'failed'} after "  # a signal; else failed
+                     f"{row['measured_window_s']:.3f} s (part of the corpus)")
         elif row["measured_window_s"] is not None:
             line += f"  {row['measured_window_s']:.3f} s"
         if row.get("time_to_validated_model_s") is not None and row.get("export_sha256"):

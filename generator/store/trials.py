@@ -1,11 +1,145 @@
-"""The one trial table of a campaign (pandas, a row per trial): trials.csv and the decision's figures read it."""
+"""A campaign's trials: each configuration's, summed (VariantSummary), and the one trial table (pandas, a row per trial)
+that trials.csv and the decision's figures read."""
 
 from __future__ import annotations
 
-from iteralab.core.language import Text
+import statistics
+from dataclasses import dataclass, field
+
+from iteralab.core.language import Joined, Recorded, Text
 from iteralab.store import adaptation, generation
+from iteralab.store.configuration import Configuration
 from iteralab.store.disturbance import disturbance_cells
-from iteralab.store.views import CampaignView
+
+# Why a trial counts in no figure, by its name (#60): an exclusion's rule, disturbed, an error or OOM, a signal.
+LEFT_OUT = {"excluded": Text("{count} excluded"), "disturbed": Text("{count} disturbed"), "failed": Text("{count} failed"),
+            "interrupted": Text("{count} interrupted")}
+
+
+def left_out_words(counts: dict[str, int]) -> Text:
+    """Say how many trials count in no figure, each reason by its name: '4 disturbed', '1 excluded, 3 disturbed'."""
+    return Joined(", ", [Text(LEFT_OUT[reason].message, count=count) for reason, count in counts.items()])
+
+
+def window_figures(seconds) -> tuple[float | None, float | None, float | None]:
+    """Return (min, median, max) of measured windows in seconds, or three Nones when there is none."""
+    return (min(seconds), statistics.median(seconds), max(seconds)) if seconds else (None, None, None)
+
+
+@dataclass(frozen=True)
+class VariantSummary:
+    """One configuration's trials (a variant on one kind of hardware and software) in run order and their sums."""
+
+    name: str
+    series: str
+    config: dict
+    trials: tuple[dict, ...]
+    configuration: Configuration | None = None
+    label: str = ""
+    durations: tuple[tuple[str, float], ...] = ()
+    ok: int = 0  # successful trials that count: those set aside (excluded, disturbed) are left out of every figure
+    failed: int = 0
+    accepted: int = 0
+    excluded: frozenset[str] = frozenset()  # its trials set aside by an active exclusion (kept, shown, not counted)
+    disturbed: frozenset[str] = frozenset()  # those measured as disturbed that the protocol does not use (#49), apart
+    _peaks: dict = field(default_factory=dict, repr=False, compare=False)  # a cache of figures, filled on first use
+
+    def __post_init__(self):
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
+
+    @property
+    def key(self) -> str:
+        """Return the configuration's stable identifier (HTML ids, CSV cells)."""
+        return self.configuration.key if self.configuration else self.name
+
+    set_aside = property(lambda self: self.excluded | self.disturbed)  # in no figure whatever their status
+
+    @property
+    def counted(self) -> tuple[dict, ...]:
+        """Return the trials every figure is read from: all but those set aside, in run order."""
+        aside = self.set_aside
+        return tuple(t for t in self.trials if t["record_id"] not in aside) if aside else self.trials
+
+    def left_out(self, trial: dict) -> str | None:
+        """Name why TRIAL is in no figure of the measured window (LEFT_OUT), or None where it counts."""
+        if trial["record_id"] in self.excluded or trial["record_id"] in self.disturbed:
+            return "excluded" if trial["record_id"] in self.excluded else "disturbed"
+        return None if trial["status"] == "ok" else "interrupted" if trial["status"] == "interrupted" else "failed"
+
+    def left_out_counts(self, *, successes: bool = False) -> dict[str, int]:
+        """Count its trials (only the successful ones with SUCCESSES) per reason they count in no figure, in LEFT_OUT's order."""
+        found = [reason for t in self.trials if (reason := self.left_out(t)) and (t["status"] == "ok" or not successes)]
+        return {reason: found.count(reason) for reason in LEFT_OUT if reason in found}
+
+    excluded_successes = property(lambda self: self.left_out_counts(successes=True).get("excluded", 0))
+    disturbed_successes = property(lambda self: self.left_out_counts(successes=True).get("disturbed", 0))
+
+    @property
+    def raw_durations(self) -> list[tuple[str, float, str | None]]:
+        """Return (trial id, measured window s, why it is set aside or None) of every successful trial in run order."""
+        return [(t["record_id"], t["phases"]["measured_window"]["duration_ns"] / 1e9, self.left_out(t))
+                for t in self.trials if t["status"] == "ok"]
+
+    seconds = property(lambda self: [value for _, value in self.durations])
+
+    # The measured window's figures over the counted successes, None where there is none.
+    minimum = property(lambda self: window_figures(self.seconds)[0])
+    median = property(lambda self: window_figures(self.seconds)[1])
+    maximum = property(lambda self: window_figures(self.seconds)[2])
+
+    @property
+    def throughput(self) -> float | None:
+        rates = [t["throughput_entries_per_s"] for t in self.counted if t["status"] == "ok" and t.get("throughput_entries_per_s")]
+        return statistics.median(rates) if rates else None
+
+    @property
+    def ids_match(self) -> bool | None:
+        checks = [t["id_check"]["ids_match"] for t in self.counted if t.get("id_check")]
+        return all(checks) if checks else None
+
+    def verdicts(self) -> list[dict]:
+        """Per threshold: the metric, threshold, median value over ok trials and passes/ok."""
+        rows = {}
+        for trial in self.counted:
+            for verdict in (trial.get("quality") or {}).get("verdicts", []):
+                row = rows.setdefault(verdict["metric"], {"metric": verdict["metric"], "threshold": verdict["threshold"],
+                                                          "values": [], "passed": 0, "judged": 0, "reason": verdict["reason"]})
+                row["judged"] += 1
+                row["passed"] += verdict["passed"]
+                if verdict["value"] is not None:
+                    row["values"].append(verdict["value"])
+        for row in rows.values():
+            row["median"] = statistics.median(row["values"]) if row["values"] else None
+        return [rows[key] for key in sorted(rows)]
+
+    def peak(self, key: str) -> tuple[int | None, str | None]:
+        """Highest value of a per-phase memory counter over ok trials, or None with the reason."""
+        # Asked for by several tables and charts of the same page; the trials no longer change by then.
+        if key not in self._peaks:
+            self._peaks[key] = self._peak(key)
+        return self._peaks[key]
+
+    def _peak(self, key: str) -> tuple[int | None, str | None]:
+        values = [phase[key] for t in self.counted if t["status"] == "ok" for phase in t["phases"].values() if phase.get(key) is not None]
+        if values:
+            return max(values), None
+        if not key.startswith("gpu_"):
+            return None, Text("no successful trial measured it")  # a GPU's absence says nothing about host memory
+        reasons = {t["memory"].get("gpu_memory_reason") for t in self.trials if t["memory"].get("gpu_memory_reason")}
+        # The runner's reasons are sentences of the catalog: a page looks each one up in its language.
+        return None, Joined("; ", [Recorded(reason) for reason in sorted(reasons)]) if reasons else Text("no successful trial measured it")
+
+    def bucket_quality(self, metric: str) -> dict[str, float | None]:
+        """Median METRIC per bucket over ok trials."""
+        per_bucket = {}
+        for trial in self.counted:
+            for name, scores in ((trial.get("quality") or {}).get("buckets") or {}).items():
+                per_bucket.setdefault(name, [])
+                if scores.get(metric) is not None:
+                    per_bucket[name].append(scores[metric])
+        return {name: statistics.median(values) if values else None for name, values in per_bucket.items()}
+
 
 # What the source points to when a phase fails: where to look before renting a larger card.
 POINTS_TO = {
@@ -29,9 +163,6 @@ POINTS_TO = {
 
 PHASES = ("environment_check", "model_load", "compilation", "warmup", "measured_window", "evaluation", "writing_results")
 ONE_TIME_PHASES = PHASES[:4]  # paid once per machine, before the measured window
-# An adaptation trial has no warm-up (a model cannot be warmed without training it): its first forward, backward and
-# update are its one-time phases before the window, beside the environment check, the load and the compilation.
-ADAPTATION_ONE_TIME = (*PHASES[:3], *adaptation.BEFORE_WINDOW)
 # Every phase a trial record may hold, in the order they run: a kind of work's own phases come before the measured
 # window (an adaptation's first forward, backward and update) or after it, outside it (a generation trial's prefill and
 # decode, an adaptation's validation and export). Records keep their keys sorted, so this order is the one shown.
@@ -83,12 +214,6 @@ _SHARED = frozenset(PHASES)
 _ADAPTING = frozenset(adaptation.BEFORE_WINDOW)
 
 
-def one_time_phases(trial: dict) -> tuple[str, ...]:
-    """Return the phases of TRIAL paid once, before its measured window: the environment check, the load, the compilation
-    and the warm-up; an adaptation's first forward, backward and update in place of a warm-up."""
-    return ADAPTATION_ONE_TIME if _ADAPTING.intersection(trial["phases"]) else ONE_TIME_PHASES
-
-
 def phases_of(trial: dict) -> tuple[str, ...]:
     """Return the phases a trial's page shows, in the order they run: every shared phase (one the record lacks is shown
     empty, as not recorded), then its kind's own after the measured window; one this version does not know, by name,
@@ -122,8 +247,9 @@ def initialised_runs(manifests) -> dict[str, dict]:
     return found if any(entry["recorded"] for entry in found.values()) else {}
 
 
-def trial_table(view: CampaignView):
-    """Return one pandas row per trial, in run order, with its configuration: every per-trial figure the site shows."""
+def trial_table(view):
+    """Return one pandas row per trial of a campaign VIEW (store.views.CampaignView), in run order, with its configuration:
+    every per-trial figure the site shows."""
     import numpy as np
     import pandas as pd
 
@@ -135,7 +261,7 @@ def trial_table(view: CampaignView):
     # CUDA's initialisation of each run, counted once in each of its trials' one-time seconds (paid once per process).
     initialised = {manifest["record_id"]: seconds for manifest in (view.manifests if view.trials else ())
                    if (seconds := initialisation(manifest)["seconds"]) is not None}
-    aside = frozenset().union(*(summary.excluded for summary in view.variants))
+    aside = frozenset().union(*(summary.set_aside for summary in view.variants))
     cells = np.empty((len(view.trials), len(OBJECT_COLUMNS)), dtype=object)
     windows, one_times = np.full(len(view.trials), np.nan), np.full(len(view.trials), np.nan)
     for index, trial in enumerate(view.trials):

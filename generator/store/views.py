@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
-import statistics
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cached_property
 
 from iteralab.core.errors import CampaignFailed, within_campaign
-from iteralab.core.language import Joined, Recorded, Text
+from iteralab.core.language import Text
 from iteralab.money.catalog import cost_per_validated_corpus, money
 from iteralab.store import adaptation, expenses
 from iteralab.store.configuration import Configuration, configuration_of, setting_text
-from iteralab.store.disturbance import set_aside
+from iteralab.store.disturbance import is_disturbed, set_aside
 from iteralab.store.reading import Loaded
 from iteralab.store.records import VOIDABLE
 from iteralab.store.separation import separate
+from iteralab.store.trials import VariantSummary
+from iteralab.store.trials import window_figures as window_figures  # where the runner's summary and the lab read it
 
 CONFIG_FIELDS = ("batch_size", "precision", "quantization", "compile", "attention", "length_sorted", "device")
 DEFAULT_KIND = "classify"  # the kind of work of a manifest written before [workload] existed
@@ -25,113 +28,6 @@ DEFAULT_KIND = "classify"  # the kind of work of a manifest written before [work
 def kind_of(manifest: dict) -> str:
     """Return the kind of work a manifest names ([workload] kind); one written without it classifies."""
     return (manifest.get("workload") or {}).get("kind") or DEFAULT_KIND
-
-
-def window_figures(seconds) -> tuple[float | None, float | None, float | None]:
-    """Return (min, median, max) of measured windows in seconds, or three Nones when there is none."""
-    return (min(seconds), statistics.median(seconds), max(seconds)) if seconds else (None, None, None)
-
-
-@dataclass(frozen=True)
-class VariantSummary:
-    """One configuration's trials (a variant on one kind of hardware and software) in run order and their sums."""
-
-    name: str
-    series: str
-    config: dict
-    trials: tuple[dict, ...]
-    configuration: Configuration | None = None
-    label: str = ""
-    durations: tuple[tuple[str, float], ...] = ()
-    ok: int = 0  # successful trials that count: excluded ones are left out of every figure
-    failed: int = 0
-    accepted: int = 0
-    excluded: frozenset[str] = frozenset()  # its trials set aside by an active exclusion (kept, shown, not counted)
-    _peaks: dict = field(default_factory=dict, repr=False, compare=False)  # a cache of figures, filled on first use
-
-    def __post_init__(self):
-        if not self.label:
-            object.__setattr__(self, "label", self.name)
-
-    @property
-    def key(self) -> str:
-        """Return the configuration's stable identifier (HTML ids, CSV cells)."""
-        return self.configuration.key if self.configuration else self.name
-
-    @property
-    def counted(self) -> tuple[dict, ...]:
-        """Return the trials every figure is read from: all but the excluded ones, in run order."""
-        return tuple(t for t in self.trials if t["record_id"] not in self.excluded) if self.excluded else self.trials
-
-    @property
-    def excluded_successes(self) -> int:
-        """Count the successful trials an exclusion set aside."""
-        return sum(1 for t in self.trials if t["record_id"] in self.excluded and t["status"] == "ok")
-
-    @property
-    def raw_durations(self) -> list[tuple[str, float, bool]]:
-        """Return (trial id, measured window s, excluded) of every successful trial in run order, the excluded ones too."""
-        return [(t["record_id"], t["phases"]["measured_window"]["duration_ns"] / 1e9, t["record_id"] in self.excluded)
-                for t in self.trials if t["status"] == "ok"]
-
-    seconds = property(lambda self: [value for _, value in self.durations])
-
-    # The measured window's figures over the counted successes, None where there is none.
-    minimum = property(lambda self: window_figures(self.seconds)[0])
-    median = property(lambda self: window_figures(self.seconds)[1])
-    maximum = property(lambda self: window_figures(self.seconds)[2])
-
-    @property
-    def throughput(self) -> float | None:
-        rates = [t["throughput_entries_per_s"] for t in self.counted if t["status"] == "ok" and t.get("throughput_entries_per_s")]
-        return statistics.median(rates) if rates else None
-
-    @property
-    def ids_match(self) -> bool | None:
-        checks = [t["id_check"]["ids_match"] for t in self.counted if t.get("id_check")]
-        return all(checks) if checks else None
-
-    def verdicts(self) -> list[dict]:
-        """Per threshold: the metric, threshold, median value over ok trials and passes/ok."""
-        rows = {}
-        for trial in self.counted:
-            for verdict in (trial.get("quality") or {}).get("verdicts", []):
-                row = rows.setdefault(verdict["metric"], {"metric": verdict["metric"], "threshold": verdict["threshold"],
-                                                          "values": [], "passed": 0, "judged": 0, "reason": verdict["reason"]})
-                row["judged"] += 1
-                row["passed"] += verdict["passed"]
-                if verdict["value"] is not None:
-                    row["values"].append(verdict["value"])
-        for row in rows.values():
-            row["median"] = statistics.median(row["values"]) if row["values"] else None
-        return [rows[key] for key in sorted(rows)]
-
-    def peak(self, key: str) -> tuple[int | None, str | None]:
-        """Highest value of a per-phase memory counter over ok trials, or None with the reason."""
-        # Asked for by several tables and charts of the same page; the trials no longer change by then.
-        if key not in self._peaks:
-            self._peaks[key] = self._peak(key)
-        return self._peaks[key]
-
-    def _peak(self, key: str) -> tuple[int | None, str | None]:
-        values = [phase[key] for t in self.counted if t["status"] == "ok" for phase in t["phases"].values() if phase.get(key) is not None]
-        if values:
-            return max(values), None
-        if not key.startswith("gpu_"):
-            return None, Text("no successful trial measured it")  # a GPU's absence says nothing about host memory
-        reasons = {t["memory"].get("gpu_memory_reason") for t in self.trials if t["memory"].get("gpu_memory_reason")}
-        # The runner's reasons are sentences of the catalog: a page looks each one up in its language.
-        return None, Joined("; ", [Recorded(reason) for reason in sorted(reasons)]) if reasons else Text("no successful trial measured it")
-
-    def bucket_quality(self, metric: str) -> dict[str, float | None]:
-        """Median METRIC per bucket over ok trials."""
-        per_bucket = {}
-        for trial in self.counted:
-            for name, scores in ((trial.get("quality") or {}).get("buckets") or {}).items():
-                per_bucket.setdefault(name, [])
-                if scores.get(metric) is not None:
-                    per_bucket[name].append(scores[metric])
-        return {name: statistics.median(values) if values else None for name, values in per_bucket.items()}
 
 
 @dataclass(frozen=True)
@@ -160,6 +56,14 @@ class CampaignView:
         """Return the latest resumption of the trial's run recorded before it: the warm-up rule ran again after it."""
         earlier = [r for r in self.resumptions if r["run_id"] == trial["run_id"] and r["created_at"] <= trial["created_at"]]
         return earlier[-1] if earlier else None
+
+    @cached_property
+    def retried(self) -> dict[str, str]:
+        """Map each trial that runs a repetition again (retry_of) to why the one it replaces does not count: 'disturbed'
+        (run --resume --rerun-disturbed) or 'interrupted' (run --resume after its process ended)."""
+        by_id = {t["record_id"]: t for t in self.trials}
+        return {t["record_id"]: "disturbed" if is_disturbed(by_id.get(t["retry_of"]) or {}) else "interrupted"
+                for t in self.trials if t.get("retry_of")}
 
     def void_of(self, record_id: str) -> dict | None:
         """Return the void of a rental, deliverable or expense, or None while it counts."""
@@ -334,12 +238,15 @@ def _view(name: str, mine: list[dict], problems: list[str], present: set[str] | 
     voids = tuple(w for w in corrections if "voided_id" in w)
     voided_ids = {v["voided_id"] for v in voids}
     excluded = _excluded(exclusions, withdrawals, {t["record_id"] for t in trials})
-    summaries = _summaries(trials, by_id := {m["record_id"]: m for m in manifests}, {**set_aside(trials, by_id), **excluded})
+    summaries = _summaries(trials, by_id := {m["record_id"]: m for m in manifests}, excluded, set_aside(trials, by_id))
+    # A record written before a configuration's key changed (#44, #60) names it by its old key: read as its key now.
+    current = {old: s.key for s in summaries if s.configuration for old in s.configuration.aliases}
+    exclusions = tuple(_renamed(e, "checked_configurations", current) for e in exclusions)
 
     def counted(kind, key):
         return tuple(r for r in of_kind(kind, key) if r["record_id"] not in voided_ids)
 
-    costs = counted("expense", lambda r: (r["created_at"], r["record_id"]))
+    costs = tuple(_renamed(e, "applies_to", current) for e in counted("expense", lambda r: (r["created_at"], r["record_id"])))
     keys = {summary.key for summary in summaries}
     problems += [f"expense {e['record_id']} names configuration {key}, which campaign {name} lacks; it is added to none"
                  for e in costs if e["applies_to"] != "all" for key in e["applies_to"] if key not in keys]
@@ -363,24 +270,55 @@ def _excluded(exclusions: tuple, withdrawals: tuple, trial_ids: set[str]) -> dic
     return excluded
 
 
-def _summaries(trials: tuple[dict, ...], manifests: dict, excluded: dict) -> tuple[VariantSummary, ...]:
-    """Pool trials per configuration only: merged folders from two machines give two rows; excluded trials count in none."""
+def _summaries(trials: tuple[dict, ...], manifests: dict, excluded: dict, disturbed: dict) -> tuple[VariantSummary, ...]:
+    """Pool trials per configuration only: merged folders from two machines give two rows; set-aside trials count in none."""
     pooled: dict[Configuration, list[dict]] = {}
     for trial in trials:
-        pooled.setdefault(configuration_of(trial, manifests.get(trial.get("manifest_id"))), []).append(trial)
+        pooled.setdefault(_configuration(trial, manifests.get(trial.get("manifest_id"))), []).append(trial)
     labels = _labels(list(pooled))
     summaries = []
     for configuration, mine in pooled.items():
         first = mine[0]
-        counted = [t for t in mine if t["record_id"] not in excluded]
+        counted = [t for t in mine if t["record_id"] not in excluded and t["record_id"] not in disturbed]
         ok = [t for t in counted if t["status"] == "ok"]
         summaries.append(VariantSummary(
             first["variant"], first.get("series") or first["variant_config"].get("series", "main"), first["variant_config"],
             tuple(mine), configuration, labels[configuration],
             tuple((t["record_id"], t["phases"]["measured_window"]["duration_ns"] / 1e9) for t in ok),
             len(ok), len(counted) - len(ok), sum(bool(t["corpus_accepted"]) for t in ok),
-            frozenset(t["record_id"] for t in mine if t["record_id"] in excluded)))
+            frozenset(t["record_id"] for t in mine if t["record_id"] in excluded),
+            frozenset(t["record_id"] for t in mine if t["record_id"] in disturbed and t["record_id"] not in excluded)))
     return tuple(summaries)
+
+
+@dataclass(frozen=True)
+class KindConfiguration(Configuration):
+    """A configuration of another kind of work than classification: its key names the kind, so that one variant on one
+    machine is never one key for two kinds of work (#60); the key it had before (a sheet's, an expense's) still finds it."""
+
+    kind: str = DEFAULT_KIND
+
+    @cached_property
+    def key(self) -> str:
+        plain = Configuration.key.func(self)  # "fp32-b8-cpu-86f6ac95" -> "generate-fp32-b8-cpu-" and a hash of both
+        return f"{self.kind}-{plain[:-9]}-{hashlib.sha256(f'{plain} {self.kind}'.encode()).hexdigest()[:8]}"
+
+    @cached_property
+    def aliases(self) -> tuple[str, ...]:
+        plain = Configuration(**{name: getattr(self, name) for name in Configuration.__dataclass_fields__})  # its old key
+        return tuple(dict.fromkeys(name for name in (plain.key, *plain.aliases) if name not in (self.key, self.label())))
+
+
+def _configuration(trial: dict, manifest: dict | None) -> Configuration:
+    """Return TRIAL's configuration, of its run's kind of work (a classification's key as it always was)."""
+    found, kind = configuration_of(trial, manifest), kind_of(manifest or {})
+    return found if kind == DEFAULT_KIND else KindConfiguration(**vars(found), kind=kind)  # a new one: its fields only
+
+
+def _renamed(record: dict, field: str, current: dict) -> dict:
+    """Return RECORD with each configuration its FIELD names by a key the configuration had before, by its key now."""
+    named = record[field]
+    return record if named == "all" or not current.keys() & set(named) else {**record, field: [current.get(k, k) for k in named]}
 
 
 def _labels(configurations: list[Configuration]) -> dict[Configuration, str]:
