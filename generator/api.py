@@ -14,8 +14,9 @@ from pathlib import Path
 from iteralab.core import language
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
-from iteralab.decision import rental_checks, text
+from iteralab.decision import text
 from iteralab.decision.report import Report, decide_guarded
+from iteralab.ledger import rental_checks
 from iteralab.machine.phases import PhaseClock
 from iteralab.money.catalog import load_catalog
 from iteralab.pages.figures import campaign_charts, decision_charts

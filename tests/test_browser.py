@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from iteralab.decision import corrections, costs, exclusions
+from iteralab.ledger import corrections, costs, exclusions
 from iteralab.run import resume
 from iteralab.site import campaign as pages
 from iteralab.site.build import build_site

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
-from iteralab.decision import exclusions
+from iteralab.ledger import exclusions
 from iteralab.site.build import build_site
 from tests.test_decision import CPU, RTX_4090, write_machine
 

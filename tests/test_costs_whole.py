@@ -1,4 +1,4 @@
-"""Other project costs (decision/costs.py) asserted whole: every field of an expense record, where its receipt lands,
+"""Other project costs (ledger/costs.py) asserted whole: every field of an expense record, where its receipt lands,
 every refusal and every line that describes them (#48)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from iteralab.core.errors import UserError
-from iteralab.decision import costs
-from iteralab.decision.exclusions import campaign_view
+from iteralab.ledger import costs
+from iteralab.ledger.exclusions import campaign_view
 from iteralab.store import reading, records
 from tests import factory
 from tests.test_decision import CPU, RTX_4090, write_machine

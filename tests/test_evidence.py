@@ -279,8 +279,8 @@ def test_unsafe_zip_entries_are_named_and_ordinary_ones_pass(name, mode, why):
 
 def test_payload_holds_every_record_input_prediction_receipt_and_note_of_the_campaign(tmp_path):
     """Fast: every file a bundle must carry, and what each holds, from factory records (no model)."""
-    from iteralab.decision.rentals import copy_receipt
     from iteralab.evidence.bundle import payload
+    from iteralab.ledger.rentals import copy_receipt
     from iteralab.store.views import campaign_views
 
     runs, notes = tmp_path / "runs", tmp_path / "notes"
@@ -441,8 +441,8 @@ def test_a_bundle_of_manifests_alone_is_dated_by_them_and_names_itself(tmp_path,
 
 def test_verify_names_altered_unexpected_and_malformed_entries_from_a_bundle_built_here(tmp_path):
     """Fast twin of the end-to-end verify test: a bundle from records alone, with a receipt nested three folders deep."""
-    from iteralab.decision.rentals import copy_receipt
     from iteralab.evidence.bundle import write_bundle
+    from iteralab.ledger.rentals import copy_receipt
 
     runs = tmp_path / "runs"
     manifest = factory.with_corpus_file(runs, factory.manifest())

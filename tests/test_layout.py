@@ -69,9 +69,9 @@ def test_no_module_over_400_lines_and_no_function_over_60():
     assert too_long == []
 
 
-# A room a newcomer can read in an afternoon. decision/ and store/ stand a little over (about 2,650 lines each): each
-# is one stage whose modules are one rule or one record shape apiece, and no cut of them names a stage of its own.
-MAX_ROOM_LINES = {"decision": 2700, "store": 2700}
+# A room a newcomer can read in an afternoon. store/ stands a little over (about 2,700 lines): the record store and the
+# per-campaign views of its records, each module one record shape or one view.
+MAX_ROOM_LINES = {"store": 2750}
 
 
 def _rooms() -> list[Path]:

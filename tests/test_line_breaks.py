@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from iteralab.decision.rentals import add_rental
 from iteralab.declared.corpus import Entry, json_lines, load_corpus, write_jsonl
 from iteralab.evidence.verification import verify_bundle
+from iteralab.ledger.rentals import add_rental
 from iteralab.pages.notes import load_notes
 from iteralab.store import reading
 from tests.tiny import corpus_rows, write_campaign, write_corpus

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from iteralab.decision import costs, qualification, rental_checks
+from iteralab.decision import qualification
 from iteralab.decision.report import decide
 from iteralab.decision.text import report_dict
+from iteralab.ledger import costs, rental_checks
 from iteralab.money.catalog import load_catalog
 from iteralab.store import reading, records
 from iteralab.store.views import campaign_views

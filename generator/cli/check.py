@@ -6,7 +6,7 @@ import click
 
 from iteralab.cli.options import FOLDER, emit, json_option
 from iteralab.core.paths import DEFAULT_RUNS
-from iteralab.decision import rental_checks
+from iteralab.ledger import rental_checks
 from iteralab.store import reading
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from iteralab.cli.options import emit, json_option, runs_option
-from iteralab.decision import exclusions
+from iteralab.ledger import exclusions
 
 
 @click.command()

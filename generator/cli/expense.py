@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from iteralab.cli.options import FOLDER, emit, json_option, runs_option
-from iteralab.decision import costs
+from iteralab.ledger import costs
 
 
 @click.group()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from iteralab.cli.options import FOLDER, catalog_option, emit, json_option, runs_option
-from iteralab.decision import rentals
+from iteralab.ledger import rentals
 
 
 @click.group()

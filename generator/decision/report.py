@@ -16,7 +16,7 @@ from iteralab.decision.answer import answer
 from iteralab.decision.kinds import CORPUS, MODEL
 from iteralab.decision.plan import Plan, decimal_hours, plan_row
 from iteralab.decision.question import Question, question_of
-from iteralab.decision.rental_checks import check_rentals
+from iteralab.ledger.rental_checks import check_rentals
 from iteralab.money.catalog import Catalog, load_catalog, money
 from iteralab.money.schedule import format_hours, package_plans, single_package
 from iteralab.store import adaptation, expenses

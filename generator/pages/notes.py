@@ -15,9 +15,9 @@ from iteralab.core.lines import json_lines
 from iteralab.core.paths import notes_folder
 from iteralab.decision.kinds import MODEL
 from iteralab.decision.plan import span_range
-from iteralab.decision.rental_checks import check_rentals
 from iteralab.decision.report import decision_report
 from iteralab.decision.text import figures_digest, planned_text
+from iteralab.ledger.rental_checks import check_rentals
 from iteralab.store.listing import campaign_view_of
 
 FIELDS = ("title", "campaign", "decision", "selected_variant", "workload_covered", "date", "author", "figures")

@@ -8,8 +8,8 @@ from decimal import Decimal
 from pathlib import Path
 
 from iteralab.core.errors import UserError
-from iteralab.decision.exclusions import campaign_view
-from iteralab.decision.rentals import campaign_records, kept_copy, receipt_holder
+from iteralab.ledger.exclusions import campaign_view
+from iteralab.ledger.rentals import campaign_records, kept_copy, receipt_holder
 from iteralab.money.catalog import money
 from iteralab.store import names, records
 

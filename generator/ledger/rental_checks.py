@@ -7,7 +7,7 @@ from pathlib import Path
 
 from iteralab.core import processes
 from iteralab.core.language import Text
-from iteralab.decision import references
+from iteralab.ledger import references
 from iteralab.money import compatibility
 from iteralab.money.schedule import rental_period
 from iteralab.store import reading

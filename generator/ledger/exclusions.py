@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from iteralab.core.errors import UserError
-from iteralab.decision.rentals import kept_copy
+from iteralab.ledger.rentals import kept_copy
 from iteralab.store import names, reading, records
 from iteralab.store.views import CampaignView, campaign_views
 

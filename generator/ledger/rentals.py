@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from iteralab.core.errors import UserError
 from iteralab.core.files import copy_atomically, sha256_file, writing
-from iteralab.decision.rental_checks import check_rentals
+from iteralab.ledger.rental_checks import check_rentals
 from iteralab.money.catalog import load_catalog, quote
 from iteralab.money.schedule import elapsed_hours, format_hours, parse_time
 from iteralab.store import adaptation, reading, records

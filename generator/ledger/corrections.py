@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from iteralab.core.errors import UserError
-from iteralab.decision.exclusions import MAX_TEXT, withdraw_exclusion
+from iteralab.ledger.exclusions import MAX_TEXT, withdraw_exclusion
 from iteralab.store import reading, records
 from iteralab.store.records import VOIDABLE
 
