@@ -20,6 +20,7 @@ from iteralab.machine.phases import PhaseClock, host_rss
 from iteralab.money.sizing import kv_cache_bytes, kv_shape
 from iteralab.run import doctor
 from iteralab.store.views import window_figures
+from iteralab.workloads.generated import MEASURED_AS, PEAK_AS, cache_bytes, returned_cache
 
 NOTEBOOK = "lab.ipynb"
 # The network: small enough that the whole exercise takes seconds on two CPU cores, a real transformer all the same.
@@ -182,33 +183,39 @@ def _batch_row(*, model, device: str, size: int, tokens: int, passes: int, repet
 
 
 def kv_cache(*, model, device: str, batch_size: int = 4, prompt_tokens: int = 32, new_tokens: int = 16) -> dict:
-    """Return the KV cache's estimate (size's formula) beside what CUDA observes while generating, or its reason.
+    """Return the KV cache's estimate (size's formula) beside the cache measured as the runner measures it (the bytes of
+    the key and value tensors generate's past_key_values holds at the end), and on CUDA the allocator's peak beside it.
 
-    The measurement is the runner's: peak allocated while generating less what was allocated before, so it holds the
-    cache and the activations. On a CPU there is no allocator counter: the measurement is None with its reason.
+    The allocator's peak while generating less what was allocated before holds the cache and the activations, logits and
+    workspace: it is kept as what it is, never called the cache. On a CPU there is no allocator counter.
     """
+    import torch
+
     shape = kv_shape(model.config.to_dict())
     tokens = prompt_tokens + new_tokens
     estimate = int(kv_cache_bytes(**shape, tokens=tokens, sequences=batch_size, bits=32))  # fp32 weights: 4 bytes a value
     result = {"shape": shape, "tokens": tokens, "sequences": batch_size, "bits": 32, "estimate_bytes": estimate,
               "formula": "2 × layers × KV heads × head dim × tokens × sequences × bytes per value",
-              "measured_bytes": None, "measured_reason": None}
-    if not device.startswith("cuda"):
-        result["measured_reason"] = (f"empty: not measured on {device}; the KV cache is observed with torch.cuda's "
-                                     "allocator counters, which only a CUDA device has")
-        return result
-    import torch
-
+              "measured_bytes": None, "measured_reason": None, "measured_as": MEASURED_AS,
+              "allocator_peak_bytes": None, "allocator_peak_as": PEAK_AS,
+              "allocator_peak_reason": None if device.startswith("cuda") else
+              f"empty: not measured on {device}; torch.cuda's allocator counters exist only on a CUDA device"}
     ids = _inputs(batch_size=batch_size, tokens=prompt_tokens, device=device)
-    torch.cuda.synchronize(device)
-    before = torch.cuda.memory_allocated(device)
-    torch.cuda.reset_peak_memory_stats(device)
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
     with torch.inference_mode():
-        model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                       min_new_tokens=new_tokens, do_sample=False, use_cache=True, pad_token_id=0)
-    torch.cuda.synchronize(device)
-    result["measured_bytes"] = torch.cuda.max_memory_allocated(device) - before
-    result["measured_as"] = "peak allocated while generating less the memory allocated before: the cache and the activations"
+        found = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                               min_new_tokens=new_tokens, do_sample=False, use_cache=True, pad_token_id=0,
+                               return_dict_in_generate=True)
+    if cuda:
+        torch.cuda.synchronize(device)
+        result["allocator_peak_bytes"] = torch.cuda.max_memory_allocated(device) - before
+    result["measured_bytes"] = cache_bytes(returned_cache(found))
+    if result["measured_bytes"] is None:
+        result["measured_reason"] = "empty: generate returned no key and value tensors"
     return result
 
 
@@ -308,6 +315,9 @@ def describe_kv(kv: dict) -> str:
         lines.append(f"Measured: {kv['measured_reason']}")
     else:
         lines.append(f"Measured: {kv['measured_bytes']:,} bytes ({_mib(kv['measured_bytes'])}), {kv['measured_as']}")
+    peak = kv.get("allocator_peak_bytes")
+    lines.append(f"Allocator peak: {peak:,} bytes ({_mib(peak)}), {kv['allocator_peak_as']}" if peak is not None else
+                 f"Allocator peak: {kv.get('allocator_peak_reason')}")
     return _section("KV cache: estimate and measurement", lines, "kv_cache")
 
 

@@ -22,16 +22,17 @@ from iteralab.store import records
 from tests import factory
 
 FIXTURES = Path(__file__).parent / "fixtures" / "compatibility"
-ROCM, CUDA = "rocm-2026-12-05", "cuda-drivers-2026-12-05"
+ROCM, CUDA = "rocm-2026-12-07", "cuda-drivers-2026-12-07"
 # fixture: (verdict, the row it names, the matrix)
 EXPECTED = {
-    "amd-listed": ("acceptable", "rocm-2026-12-05.csv line 9: ROCm 6.3.3, Ubuntu 22.04.5, gfx942, PyTorch 2.4/2.3/2.2/1.13, "
+    "amd-listed": ("acceptable", "rocm-2026-12-07.csv line 773: ROCm 6.3.3, Ubuntu 22.04.5, gfx942, PyTorch 2.4/2.3/2.2/1.13, "
                    "supported", ROCM),
-    "amd-unknown": ("to-confirm", None, ROCM),
-    "amd-unsupported": ("exclude", "rocm-2026-12-05.csv line 40: ROCm 6.3.3, Oracle Linux 8.10, gfx90a, PyTorch "
+    "amd-unknown": ("to-confirm", "rocm-2026-12-07.csv line 633: ROCm 6.4.1, Ubuntu 24.04.2, gfx942, PyTorch 2.6/2.5/2.4/2.3, "
+                    "supported", ROCM),
+    "amd-unsupported": ("exclude", "rocm-2026-12-07.csv line 804: ROCm 6.3.3, Oracle Linux 8.10, gfx90a, PyTorch "
                         "2.4/2.3/2.2/1.13, unsupported", ROCM),
-    "nvidia-driver-ok": ("acceptable", "cuda-drivers-2026-12-05.csv line 9: CUDA 12.4 Update 1, driver >= 550.54.15", CUDA),
-    "nvidia-driver-old": ("exclude", "cuda-drivers-2026-12-05.csv line 10: CUDA 12.4 GA, driver >= 550.54.14", CUDA),
+    "nvidia-driver-ok": ("acceptable", "cuda-drivers-2026-12-07.csv line 16: CUDA 12.4 Update 1, driver >= 550.54.15", CUDA),
+    "nvidia-driver-old": ("exclude", "cuda-drivers-2026-12-07.csv line 17: CUDA 12.4 GA, driver >= 550.54.14", CUDA),
 }
 CARDS = {"amd-listed": "mi300x", "amd-unknown": "mi300x", "amd-unsupported": "mi250x", "nvidia-driver-ok": "h100",
          "nvidia-driver-old": "h100"}
@@ -66,10 +67,12 @@ def sheet(folder: Path, name: str, extra: str = "") -> None:
 def test_the_newest_matrices_are_shipped_with_their_source_and_date():
     rocm, cuda = compatibility.load_matrix("rocm"), compatibility.load_matrix("cuda-drivers")
     assert (rocm.label, cuda.label) == (ROCM, CUDA)
-    assert "github.com/ROCm/ROCm at e396b4898f459db094bfd60b876f419f77eb9f09" in rocm.source and rocm.read_on == "2026-12-05"
+    assert "github.com/ROCm/ROCm" in rocm.source and "0057200cf168b3be6f0b84de67199ff760272f12" in rocm.source
+    assert rocm.read_on == cuda.read_on == "2026-12-07"
     assert cuda.source == "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"
-    # ROCm version x PyTorch x GPU architecture x OS: every release of the historical matrix, 6.0.0 to 6.3.3.
-    assert {row["rocm"] for row in rocm.rows} >= {"6.0.0", "6.1.2", "6.2.4", "6.3.3"}
+    # ROCm version x PyTorch x GPU architecture x OS: every release of the historical matrix, 6.0.0 to 7.1.0 (#63).
+    assert {row["rocm"] for row in rocm.rows} >= {"6.0.0", "6.1.2", "6.2.4", "6.3.3", "6.4.3", "7.0.0", "7.0.1", "7.1.0"}
+    assert {row["cuda"] for row in cuda.rows} >= {"12.8", "12.9", "13.0"}
     folder = resources.files("iteralab") / "data" / "compatibility"
     assert {f"{ROCM}.csv", f"{ROCM}.toml", f"{CUDA}.csv", f"{CUDA}.toml"} <= {entry.name for entry in folder.iterdir()}
 
@@ -90,7 +93,7 @@ def test_a_newer_matrix_file_is_used_and_an_older_one_can_be_named(tmp_path, mon
         assert compatibility.verdict(manifest).matrix == "cuda-drivers-2027-01-10"
         # 550.90.07 < 560.00 in the newer table, but within the CUDA 12.x family: minor version compatibility
         assert compatibility.verdict(manifest).status == "to-confirm"
-        assert compatibility.verdict(manifest, cuda=compatibility.load_matrix("cuda-drivers", "2026-12-05")).status == "acceptable"
+        assert compatibility.verdict(manifest, cuda=compatibility.load_matrix("cuda-drivers", "2026-12-07")).status == "acceptable"
     finally:
         compatibility.load_matrix.cache_clear()
 
@@ -101,12 +104,12 @@ def test_each_fixture_gets_its_verdict_naming_its_row_and_matrix(name):
     status, row, matrix = EXPECTED[name]
     assert (found.status, found.row, found.matrix) == (status, row, matrix)
     if name == "amd-unknown":
-        assert found.reason == "ROCm 6.4.1 is not in the matrix, which lists 6.0.0 to 6.3.3"
+        assert found.reason == "PyTorch 2.7 is not listed for ROCm 6.4.1 (listed: 2.6, 2.5, 2.4, 2.3)"
 
 
 def test_an_old_manifest_is_to_confirm_naming_the_facts_it_lacks_and_a_cpu_run_has_nothing_to_check():
     old = environment("amd-listed")
-    for key in ("rocm_version", "os"):
+    for key in ("rocm_version", "hip_version", "os"):  # torch.version.hip names the ROCm that ran (#63)
         del old[key]
     del old["gpus"][0]["architecture"]
     found = compatibility.verdict({"environment": old})
@@ -132,7 +135,7 @@ def test_check_reports_each_runs_verdict_and_warns_on_an_exclude(cli, runs):
     warned = [line for line in lines if line.startswith("warning: ")]
     assert len(warned) == 2 and all("exclude: " in line for line in warned)
     assert any(line.startswith("warning: run run-amd-unsupported of campaign amd-unsupported: exclude: the matrix says "
-                               "unsupported: Oracle Linux supported only on AMD Instinct MI300X") and "line 40" in line
+                               "unsupported: Oracle Linux supported only on AMD Instinct MI300X") and "line 804" in line
                for line in warned)
     assert found["run-amd-unsupported"]["quote"] == "Oracle Linux supported only on AMD Instinct MI300X (footnote mi300x)"
     assert lines[-1].endswith("; compatibility of 6 run(s) against the matrices: 2 acceptable, 1 to-confirm, 2 exclude, 1 no-gpu")
@@ -158,7 +161,7 @@ def test_a_sheets_own_entry_stands_unless_the_matrix_gives_evidence(cli, runs, t
     folder, catalog = tmp_path / "sheets", tmp_path / "catalog.csv"
     catalog.write_text(CATALOG, encoding="utf-8")
     entered = '[criteria.compatibility]\nstatus = "acceptable"\ndocument = "provider image page"\n'
-    sheet(folder, "amd-unknown", entered)  # the matrix does not know ROCm 6.4.1: the sheet's document stands
+    sheet(folder, "amd-unknown", entered)  # the matrix does not list PyTorch 2.7 for ROCm 6.4.1: the sheet's document stands
     sheet(folder, "amd-unsupported", entered)  # the matrix says unsupported: a document read does not prove it runs
     sheet(folder, "nvidia-driver-old", entered + 'override_reason = "the provider installs driver 550 before delivery"\n')
     code, out, err = cli("qualify", folder, "--runs", runs, "--catalog", catalog, "--json")

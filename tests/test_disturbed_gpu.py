@@ -68,29 +68,33 @@ def test_another_process_on_the_gpu_is_named_and_can_be_allowed_by_the_protocol(
     assert allowed.record["disturbed"] is False and allowed.record["rule_source"] == "the campaign's [protocol.disturbance]"
 
 
-def test_nvml_power_violation_time_during_the_window_names_power(tmp_path):
+def test_nvml_power_violation_time_during_the_window_is_power_capping_not_a_default_disturbance(tmp_path):
     start, end = (gpu_watch.from_nvml(json.loads((FIXTURES / f"nvml-power-{which}.json").read_text()))
                   for which in ("start", "end"))
     figures = gpu_watch.figures(start, end, own_pid=1)
-    # gpu_idle at the start is not a disturbance; the power cap at the end and the violation time between are.
-    assert figures["reasons_start"] == ["gpu_idle"] and figures["throttle_reasons"] == ["power", "sw_power_cap"]
+    # gpu_idle at the start is not a disturbance; the power cap at the end and the violation time between are power
+    # capping, recorded with its figures apart from the throttle reasons: by default not a disturbance (#63).
+    assert figures["reasons_start"] == ["gpu_idle"] and figures["throttle_reasons"] == []
+    assert figures["power_capping"] == ["power", "sw_power_cap"] and figures["violation_delta"]["power"] > 0
     crossed = judge(QUIET_HOST, figures, rule_of({}))
-    assert [c["what"] for c in crossed] == ["throttling", "other_gpu_processes"]
-    assert "power, sw_power_cap" in crossed[0]["text"]
+    assert [c["what"] for c in crossed] == ["other_gpu_processes"]
+    counted = judge(QUIET_HOST, figures, {**rule_of({}), "power_capping": True})
+    assert [c["what"] for c in counted] == ["power_capping", "other_gpu_processes"]
+    assert "power, sw_power_cap" in counted[0]["text"]
     assert judge(QUIET_HOST, figures, {**rule_of({}), "throttling": False, "other_gpu_processes": False}) == []
 
 
-def test_amd_smi_package_power_tracking_marks_the_trial_disturbed_naming_it(tools, tmp_path):
+def test_amd_smi_package_power_tracking_is_recorded_and_counts_where_the_protocol_says_so(tools, tmp_path):
     tools("amd-smi", {"metric*": before_then_after(tmp_path, "amd-smi-metric-quiet.json", "amd-smi-metric-ppt.json"),
                       "process*": cat("amd-smi-process-other.json")})
     start, end = gpu_watch._amd(0), gpu_watch._amd(0)
     assert (start["reasons"], end["reasons"]) == ([], ["ppt"])
     assert (start["sm_clock_mhz"], end["sm_clock_mhz"], end["max_sm_clock_mhz"]) == (2100, 1650, 2100)
     figures = gpu_watch.figures(start, end, own_pid=1)
-    assert figures["throttle_reasons"] == ["ppt"]
+    assert figures["throttle_reasons"] == [] and figures["power_capping"] == ["ppt"]  # AMD's power cap: recorded (#63)
     assert figures["other_processes"] == [{"pid": 51877, "used_memory_bytes": 20483 * 1024**2}]
-    crossed = judge(QUIET_HOST, figures, rule_of({}))
-    assert [c["text"] for c in crossed] == ["the GPU throttled its clocks during the window: ppt",
+    crossed = judge(QUIET_HOST, figures, {**rule_of({}), "power_capping": True})
+    assert [c["text"] for c in crossed] == ["the GPU held its clocks under its power limit during the window: ppt",
                                             "other processes computed on the trial's GPU during the window (pid 51877)"]
 
 

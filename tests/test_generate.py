@@ -63,7 +63,10 @@ def test_a_generation_trial_keeps_prefill_decode_outputs_stop_reasons_and_the_kv
         batch = trial["variant_config"]["batch_size"]
         assert kv["shape"] == {"layers": 1, "kv_heads": 2, "head_dim": 8} and kv["sequences"] == batch
         assert kv["estimate_bytes"] == 2 * 1 * 2 * 8 * kv["tokens"] * batch * 4  # fp32: 4 bytes a value
-        assert kv["measured_bytes"] is None and "no CUDA device" in kv["measured_reason"]
+        # The cache itself, measured on any device: its key and value tensors at the end of the largest batch hold the
+        # padded prompt and every new token but the last (#63); the allocator's peak exists only on CUDA.
+        assert kv["measured_bytes"] == 2 * 1 * 2 * 8 * (kv["tokens"] - 1) * batch * 4 and kv["measured_reason"] is None
+        assert kv["allocator_peak_bytes"] is None and "no CUDA device" in kv["allocator_peak_reason"]
         rows = [json.loads(line) for line in (runs / trial["predictions"]["path"]).read_text().split("\n") if line]
         assert sorted(row["id"] for row in rows) == sorted(row["id"] for row in corpus_rows(12))
         assert all(row["stop_reason"] == "max_new_tokens" and len(row["token_ids"]) == row["new_tokens"] == 16 for row in rows)

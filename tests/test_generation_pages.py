@@ -219,7 +219,7 @@ def test_the_kv_cache_estimate_and_measurement_stand_side_by_side_on_the_campaig
         batch = 4 if row.th.get_text().startswith("b4") else 1
         assert estimate.startswith(f"{2 * 1 * 2 * 8 * 28 * batch * 4:,} B")  # 1 layer, 2 heads of 8, 28 tokens, fp32
         assert f"28 tokens (longest prompt + max_new_tokens) × {batch} sequence(s), 32 bit" in estimate
-        assert measured.startswith("— not measured: no CUDA device")
+        assert measured.startswith(f"{2 * 1 * 2 * 8 * 27 * batch * 4:,} B")  # the cache's tensors: 27 of 28 tokens (#63)
     assert "2 × layers × KV heads × head dim × tokens" in section.find(id="kv-cache-note").get_text()
     sizing = page(site, "sizing.html")
     assert [th.get_text() for th in sizing.select("thead th")][-2:] == ["KV cache: estimate", "KV cache: measured"]
@@ -240,7 +240,7 @@ def test_a_trials_page_shows_prefill_and_decode_in_run_order_its_figures_and_its
     generation = trial["generation"]
     assert said["Outputs"] == "24" and said["Cut by max_new_tokens"] == "24" and said["Stopped at end of sequence"] == "0"
     assert said["Output tokens per second"] == f"{generation['output_tokens_per_s']:,.1f}/s"
-    assert said["KV cache: measured"].startswith("— not measured: no CUDA device")
+    assert said["KV cache: measured"].startswith(f"{generation['kv_cache']['measured_bytes']:,} B")  # on any device (#63)
     assert said["KV cache: estimate"].startswith(f"{generation['kv_cache']['estimate_bytes']:,} B")
     quality = section.find(id=f"{trial['record_id']}-quality")
     assert [th.get_text() for th in quality.select("thead th")][-3:] == ["Agreement", "Reference match", "Cut by max_new_tokens"]
@@ -268,9 +268,9 @@ def test_the_qualification_sheets_memory_criterion_says_the_kv_cache_estimated_a
     memory = {name: next(c for c in sheet.criteria if c.name == "memory_per_gpu") for name, sheet in found.items()}
     # Measured on a CPU: the sheet's card has no trial of b4, but the estimate holds on any card; the measurement is empty.
     assert memory[TINY].status == "to-confirm"
-    assert memory[TINY].note.endswith("; KV cache: estimate 14,336 B (0.00 GiB); measured empty (not measured: no CUDA device "
-                                      "(the KV cache is observed with torch.cuda's allocator counters, which a run on cpu does "
-                                      "not have))")
+    # The cache measured on the CPU (#63) is not the sheet's card's: its measurement is empty with that reason.
+    assert "; KV cache: estimate 14,336 B (0.00 GiB); measured empty (b4 was measured on CPU " in memory[TINY].note
+    assert memory[TINY].note.endswith("measure b4 on RTX 4090)")
     assert memory[GPU].status == "acceptable"
     assert memory[GPU].note.endswith("; KV cache: estimate 163,840 B (0.00 GiB); measured 30,000 B (0.00 GiB)")
     sheet = page(site, "campaigns", GPU, "qualification.html")
@@ -322,7 +322,8 @@ def test_trials_csv_gains_the_generation_columns_at_the_end_and_a_classification
     for row in rows:
         trial = by_id[row["record_id"]]
         assert float(row["output_tokens_per_s"]) == pytest.approx(trial["generation"]["output_tokens_per_s"])
-        assert row["cut_by_max_new_tokens"] == "24" and row["reference_match"] == "0.0" and row["kv_cache_measured_bytes"] == ""
+        assert row["cut_by_max_new_tokens"] == "24" and row["reference_match"] == "0.0" and row["kv_cache_measured_bytes"] == str(
+            trial["generation"]["kv_cache"]["measured_bytes"])
         assert float(row["prefill_s"]) == pytest.approx(trial["phases"]["prefill"]["duration_ns"] / 1e9, abs=1e-6)
     header = (site / "campaigns" / CLASSIFY / "trials.csv").read_text(encoding="utf-8").split("\n", 1)[0]
     assert header == ",".join(CSV_COLUMNS)
@@ -334,7 +335,7 @@ def test_the_indonesian_pages_say_the_generation_figures_in_their_words(site):
     assert heads[1:4] == ["Token keluaran per detik", "Prefill per batch", "Decode per token baru"]
     assert [th.get_text() for th in campaign.select("#memory-estimate thead th")][-2:] == ["Cache KV: estimasi",
                                                                                           "Cache KV: terukur"]
-    assert "tidak diukur: tidak ada perangkat CUDA" in campaign.find(id="memory-estimate").get_text()
+    assert "cache itu sendiri, di perangkat apa pun" in campaign.find(id="memory-estimate").get_text()  # #63
     trials = page(site, "id", "campaigns", TINY, "trials.html")
     phases = [row.th.get_text() for row in trials.select("article.trial")[0].select("section[id$='-phases'] tbody tr")]
     assert phases[5:7] == ["prefill", "decode"]

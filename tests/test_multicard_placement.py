@@ -161,19 +161,22 @@ def test_a_placement_that_left_a_card_empty_is_refused_and_accelerate_is_named_w
         placement.load_options(variant, protocol, None)
 
 
-def test_a_model_across_cards_says_why_its_kv_cache_is_not_measured_instead_of_subtracting_one_cards_load():
+def test_a_model_across_cards_says_why_its_allocator_peak_is_not_read_instead_of_subtracting_one_cards_load():
     from iteralab.workloads import generated
 
     config = SimpleNamespace(to_dict=lambda: {"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 8})
     work = SimpleNamespace(protocol={"generation": {"max_new_tokens": 4, "kv_cache": True}}, longest_prompt=4,
+                           padded_prompt=4, kv_bytes=3072,
                            variant=SimpleNamespace(precision="fp32", batch_size=2, device="cuda:0"),
                            model=SimpleNamespace(config=config), loaded_bytes=None)
     clock = SimpleNamespace(phases={"measured_window": {"gpu_peak_allocated_bytes": 7 * 2**30}})
     found = generated.kv_cache(clock, work)
-    assert found["measured_bytes"] is None and found["measured_reason"].startswith(
+    # The cache is measured by its tensors' bytes, across cards too (#63); the allocator's peak is one card's.
+    assert found["measured_bytes"] == 3072 and found["allocator_peak_bytes"] is None
+    assert found["allocator_peak_reason"].startswith(
         "not measured: the model is placed across cards, and each card's allocator counts only its own part")
-    work.loaded_bytes = 5 * 2**30  # one card: the peak less what loading left allocated, as before
-    assert generated.kv_cache(clock, work)["measured_bytes"] == 2 * 2**30
+    work.loaded_bytes = 5 * 2**30  # one card: the peak less what loading left allocated, kept beside the cache
+    assert generated.kv_cache(clock, work)["allocator_peak_bytes"] == 2 * 2**30
 
 
 def test_an_adaptation_is_not_placed_across_cards(tmp_path, tiny_model):

@@ -7,6 +7,7 @@ import time
 
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
+from iteralab.machine import numerics
 from iteralab.machine.placement import PER_CARD, declared_cards, placement_of
 
 # cuBLAS gives reproducible results under torch.use_deterministic_algorithms only with one of these workspaces.
@@ -19,9 +20,10 @@ def _torch_cuda():
     return torch.cuda
 
 
-INITIALISATION = Text("torch.cuda.init() and the first synchronisation of each device the variants use (which creates "
-                      "its context), timed before anything else in the process touches CUDA: paid once per process, so "
-                      "once per run (and again by each resumption)")
+INITIALISATION = Text("torch.cuda.is_available() (which initialises the driver), torch.cuda.init() and the first "
+                      "synchronisation of each device the variants use (which creates its context), timed before anything "
+                      "else in the process touches CUDA: paid once per process, so once per run (and again by each "
+                      "resumption)")
 
 
 def initialise_devices(campaign, cuda=None, clock=time.perf_counter_ns) -> dict:
@@ -30,12 +32,12 @@ def initialise_devices(campaign, cuda=None, clock=time.perf_counter_ns) -> dict:
     if not used:
         return {"duration_ns": None, "devices": [], "reason": Text("no variant runs on a GPU")}
     cuda = cuda or _torch_cuda()
-    if not cuda.is_available():
-        return {"duration_ns": None, "devices": [], "reason": Text("torch sees no CUDA device here")}
     if cuda.is_initialized():
         return {"duration_ns": None, "devices": [], "reason": Text(
             "CUDA was initialised earlier in this process (another run in the same Python process): not paid again")}
-    start = clock()
+    start = clock()  # before is_available(): asking it initialises the driver, the first part of the cost (#63)
+    if not cuda.is_available():
+        return {"duration_ns": None, "devices": [], "reason": Text("torch sees no CUDA device here")}
     cuda.init()
     count = cuda.device_count()
     devices = [f"cuda:{index}" for index in used if index < count]  # a missing one is refused next, naming the others
@@ -83,10 +85,19 @@ def check_devices(campaign, cuda=None) -> None:
             raise UserError(finding["problem"])
 
 
-def determinism_problem(campaign, environ=None) -> str | None:
-    """Why deterministic = true cannot hold on this campaign's CUDA variants here, or None (never raises)."""
+def _hip() -> bool:
+    import torch
+
+    return bool(getattr(torch.version, "hip", None))
+
+
+def determinism_problem(campaign, environ=None, hip: bool | None = None) -> str | None:
+    """Why deterministic = true cannot hold on this campaign's CUDA variants here, or None (never raises). On ROCm
+    (HIP), cuBLAS's workspace setting means nothing (hipBLAS and rocBLAS do not read it): nothing is demanded there."""
     environ = os.environ if environ is None else environ
     cuda = [variant.name for variant in campaign.variants if variant.device.startswith("cuda")]
+    if cuda and (_hip() if hip is None else hip):
+        return None
     if campaign.protocol["deterministic"] and cuda and environ.get("CUBLAS_WORKSPACE_CONFIG") not in CUBLAS_WORKSPACES:
         return (f"{campaign.source}: [protocol] deterministic = true, but CUBLAS_WORKSPACE_CONFIG is "
                 f"{environ.get('CUBLAS_WORKSPACE_CONFIG') or 'not set'}: cuBLAS is not deterministic on CUDA "
@@ -103,10 +114,10 @@ def check_determinism(campaign, environ=None) -> None:
 
 
 def determinism(protocol: dict) -> dict:
-    """Describe the determinism the trials run under, as it really is (for the manifest)."""
-    import torch
-
+    """Describe the determinism and numerics the trials run under, as torch has them (for the manifest): read after
+    apply_determinism, each flag through the API this torch offers (numerics.flags)."""
     requested = protocol["deterministic"]
+    flags = numerics.flags()
     return {
         "requested": requested,
         "how": Text("torch.use_deterministic_algorithms(True, warn_only=True): an operation without a deterministic "
@@ -114,12 +125,24 @@ def determinism(protocol: dict) -> dict:
         if requested else Text("not requested"),
         "guaranteed": False,
         "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
-        "cudnn_deterministic": requested,
-        "cudnn_benchmark": False if requested else torch.backends.cudnn.benchmark,
-        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        **flags,
+        "numerics_fingerprint": numerics.fingerprint(flags),
     }
+
+
+def applied_determinism(protocol: dict) -> dict:
+    """Set determinism as the protocol says, then describe it as torch has it (the manifest's determinism)."""
+    apply_determinism(protocol)
+    return determinism(protocol)
+
+
+def check_environment(variant, protocol: dict) -> None:
+    """Refuse a missing CUDA device; seed and set determinism as the protocol says (a trial's first phase)."""
+    import torch
+
+    if variant.device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"{variant.device} is not available")
+    apply_determinism(protocol)
 
 
 def apply_determinism(protocol: dict) -> None:
@@ -128,5 +151,7 @@ def apply_determinism(protocol: dict) -> None:
 
     torch.manual_seed(protocol["seed"])
     torch.use_deterministic_algorithms(protocol["deterministic"], warn_only=True)
+    # Both ways: a deterministic campaign earlier in the same process left cuDNN deterministic (#63).
+    torch.backends.cudnn.deterministic = bool(protocol["deterministic"])
     if protocol["deterministic"]:
-        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+        torch.backends.cudnn.benchmark = False

@@ -12,6 +12,7 @@ from iteralab.store import disturbance as store_disturbance
 
 # The rule's defaults live with the records' reader (a lower layer), which judges old records by them too.
 DEFAULTS = store_disturbance.DEFAULTS
+OPTIONAL = store_disturbance.OPTIONAL
 SOURCE_DEFAULT = Text("iteralab's defaults: the campaign file declares no [protocol.disturbance]")
 SOURCE_DECLARED = Text("the campaign's [protocol.disturbance]")
 
@@ -25,8 +26,10 @@ def read_rule(table: Table) -> dict:
         "use_disturbed": table.get("use_disturbed", bool, default=DEFAULTS["use_disturbed"]),
         "unstable_ratio": table.get("unstable_ratio", float, default=DEFAULTS["unstable_ratio"], minimum=1),
     }
+    if "power_capping" in table.data:  # only when declared: a table written before it keeps its fingerprint (#63)
+        rule["power_capping"] = table.get("power_capping", bool, default=OPTIONAL["power_capping"])
     table.finish()
-    return {key: float(value) if isinstance(DEFAULTS[key], float) else value for key, value in rule.items()}
+    return {key: float(value) if isinstance(DEFAULTS.get(key), float) else value for key, value in rule.items()}
 
 
 rule_of = store_disturbance.rule_of
@@ -47,6 +50,11 @@ def judge(host: dict, gpu: dict, rule: dict) -> list[dict]:
         reasons = ", ".join(gpu["throttle_reasons"])
         crossed.append({"what": "throttling", "value": gpu["throttle_reasons"], "threshold": None,
                         "text": Text("the GPU throttled its clocks during the window: {reasons}", reasons=reasons)})
+    if rule.get("power_capping", OPTIONAL["power_capping"]) and gpu.get("power_capping"):
+        crossed.append({"what": "power_capping", "value": gpu["power_capping"], "threshold": None,
+                        "violation_delta": gpu.get("violation_delta") or {},
+                        "text": Text("the GPU held its clocks under its power limit during the window: {reasons}",
+                                     reasons=", ".join(gpu["power_capping"]))})
     others = gpu.get("other_processes")
     if rule["other_gpu_processes"] and others:
         pids = ", ".join(str(process.get("pid")) for process in others)

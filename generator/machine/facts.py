@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
 import platform
 import shutil
@@ -14,11 +15,23 @@ from pathlib import Path
 import iteralab
 from iteralab.core.errors import UserError
 from iteralab.core.files import sha256_file
-from iteralab.machine import smi
+from iteralab.machine import partition, smi
 from iteralab.money.sizing import safetensors_parameters
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "pandas")
 TOKENIZER_FILE_PREFIXES = ("tokenizer", "vocab", "special_tokens_map", "merges", "spiece", "sentencepiece")
+
+
+def model_config(model_dir: Path) -> dict:
+    """The model folder's config.json, read as JSON; refused where it is missing or unreadable."""
+    config_file = model_dir / "config.json"
+    if not config_file.is_file():
+        raise UserError(f"model folder {model_dir.resolve()} has no config.json: the runner loads local models only "
+                        "(HF_HUB_OFFLINE=1, nothing is downloaded); point [model] path at a saved model folder")
+    try:
+        return json.loads(config_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"{config_file}: not valid JSON ({error})") from None
 
 
 def model_files(model_dir: Path, revision: str | None = None) -> dict:
@@ -77,8 +90,9 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
-def gpu_list(torch) -> list[dict]:
-    """Each GPU torch sees: name, memory in bytes and architecture (sm_XY on CUDA, gfx... from gcnArchName on ROCm)."""
+def gpu_list(torch, partitions: dict | None = None) -> list[dict]:
+    """Each GPU torch sees: name, memory in bytes, architecture (sm_XY on CUDA, gfx... from gcnArchName on ROCm), its UUID
+    where torch gives one, and the partition it is where it is one (a MIG slice, an MI300X compute partition)."""
     hip = getattr(torch.version, "hip", None)
     gpus = []
     for index in range(torch.cuda.device_count()):
@@ -90,8 +104,27 @@ def gpu_list(torch) -> list[dict]:
         else:
             gpu["architecture"] = smi.sm_architecture(tuple(torch.cuda.get_device_capability(index)))
         gpu["architecture_reason"] = None if gpu["architecture"] else "torch gives no architecture for this device"
+        uuid = str(getattr(properties, "uuid", "") or "").strip()
+        if uuid.strip("0-"):
+            gpu["uuid"] = uuid
+        found = partition.of_gpu(properties.name, index, bool(hip), partitions)
+        if found:
+            gpu["partition"] = found
         gpus.append(gpu)
     return gpus
+
+
+HIP_SOURCE = ("torch.version.hip: the HIP runtime this torch build bundles and ran with (a pip ROCm wheel brings its own; "
+              "rocm_version is the system's, read by its tools)")
+
+
+def dnn_versions(torch) -> dict:
+    """cuDNN's version on a CUDA build; on ROCm torch.backends.cudnn is MIOpen, recorded as miopen_version (#63)."""
+    version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    if getattr(torch.version, "hip", None):
+        return {"cudnn_version": None, "cudnn_version_reason": "a ROCm build: torch.backends.cudnn is MIOpen (miopen_version)",
+                "miopen_version": version, "miopen_version_reason": None if version else "MIOpen is not available"}
+    return {"cudnn_version": version, "cudnn_version_reason": None if version else "cuDNN is not available to this torch build"}
 
 
 def gpu_stack(hip: bool) -> dict:
@@ -134,12 +167,13 @@ def machine_facts() -> dict:
     }
     cuda_available = torch.cuda.is_available()
     info["cuda_version"], info["cuda_version_reason"] = _with_reason(torch.version.cuda, "this torch build has no CUDA")
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    info["cudnn_version"], info["cudnn_version_reason"] = _with_reason(cudnn, "cuDNN is not available to this torch build")
+    info.update(dnn_versions(torch))
     info["hip_version"], info["hip_version_reason"] = _with_reason(getattr(torch.version, "hip", None), "this torch build has no ROCm/HIP")
     info.update(gpu_stack(bool(info["hip_version"])))
+    if info["hip_version"]:
+        info["hip_version_source"] = HIP_SOURCE
     if cuda_available:
-        info["gpus"], info["gpus_reason"] = gpu_list(torch), None
+        info["gpus"], info["gpus_reason"] = gpu_list(torch, partition.amd_partitions(info.get("driver_gpus"))), None
     else:
         info["gpus"], info["gpus_reason"] = None, "no CUDA device visible to torch"
     info["gpu_count"] = torch.cuda.device_count() if cuda_available else 0

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import ctypes
 import importlib
 import json
 import os
 
 from iteralab.core.language import Text
+from iteralab.machine import gpu_identity
 from iteralab.machine.smi import run_tool
 
 # NVML's clocks event (throttle) reason bits: nvmlClocksEventReason*/nvmlClocksThrottleReason* in nvml.h.
@@ -24,22 +26,11 @@ NVIDIA_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_
 DISTURBING = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
               "ppt", "socket_thermal", "vr_thermal", "hbm_thermal", "prochot"}
 NVML_POLICIES = {"power": 0, "thermal": 1}  # NVML_PERF_POLICY_POWER, NVML_PERF_POLICY_THERMAL
+# The card holding its clocks under its power limit: what an H100 or MI300X does under any full load (#63). Recorded with
+# its figures, apart from the throttle reasons; the rule counts it only where [protocol.disturbance] power_capping = true.
+POWER_CAPPING = {"sw_power_cap", "power", "ppt"}
 AMD_THROTTLES = ("ppt", "socket_thermal", "vr_thermal", "hbm_thermal", "prochot")
 NO_GPU = Text("no GPU: the variant runs on the CPU")
-
-
-def _index(device: str) -> int:
-    number = device.partition(":")[2]
-    return int(number) if number.isdigit() else 0
-
-
-def _physical(index: int) -> int | None:
-    """The index the vendor's tools give the device torch calls INDEX (CUDA_VISIBLE_DEVICES renumbers them)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
-    if not visible:
-        return index
-    listed = [item.strip() for item in visible.split(",")]
-    return int(listed[index]) if index < len(listed) and listed[index].isdigit() else None
 
 
 def reasons_of(mask: int) -> list[str]:
@@ -55,22 +46,36 @@ def from_nvml(values: dict) -> dict:
             "reason": None}
 
 
-def _nvml_values(index: int) -> dict:
+def _nvml_handles(pynvml, selector: str, mig: bool) -> tuple:
+    """The card's handle (a MIG slice's parent: clocks and throttling are the whole card's) and the processes' handle."""
+    if not selector.isdigit():
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(selector)
+        except (TypeError, ctypes.ArgumentError):  # a release of nvidia-ml-py that takes bytes only
+            handle = pynvml.nvmlDeviceGetHandleByUUID(selector.encode())
+        if mig:
+            return pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle), handle
+        return handle, handle
+    handle = pynvml.nvmlDeviceGetHandleByIndex(int(selector))
+    return handle, handle
+
+
+def _nvml_values(selector: str, mig: bool = False) -> dict:
     pynvml = importlib.import_module("pynvml")
     pynvml.nvmlInit()
     try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        card, slice_ = _nvml_handles(pynvml, str(selector), mig)
         reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
         violation = {}
         for name, policy in NVML_POLICIES.items():
             with contextlib.suppress(Exception):  # not supported on every card
-                violation[name] = int(pynvml.nvmlDeviceGetViolationStatus(handle, policy).violationTime)
-        return {"clocks_event_reasons": int(reasons(handle)),
-                "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-                "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+                violation[name] = int(pynvml.nvmlDeviceGetViolationStatus(card, policy).violationTime)
+        return {"clocks_event_reasons": int(reasons(card)),
+                "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(card, pynvml.NVML_CLOCK_SM),
+                "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(card, pynvml.NVML_CLOCK_SM),
                 "violation": violation,
                 "processes": [{"pid": p.pid, "used_memory_bytes": p.usedGpuMemory}
-                              for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)]}
+                              for p in pynvml.nvmlDeviceGetComputeRunningProcesses(slice_)]}
     finally:
         pynvml.nvmlShutdown()
 
@@ -85,14 +90,18 @@ def parse_nvidia_smi(gpu_text: str, apps_text: str) -> dict:
             "max_sm_clock_mhz": int(row[1]), "violation": {}, "processes": processes, "reason": None}
 
 
-def _nvidia(index: int) -> dict:
+def _nvidia(selector, mig: bool = False) -> dict:
+    """Read the card SELECTOR names (its UUID, or its host index) through NVML, else nvidia-smi."""
     try:
-        return from_nvml(_nvml_values(index))
+        return from_nvml(_nvml_values(str(selector), mig))
     except Exception as error:  # no nvidia-ml-py, no driver, no permission: nvidia-smi is asked next
         nvml_reason = "nvidia-ml-py is not installed" if isinstance(error, ImportError) else f"NVML failed: {error}"
-    text, reason = run_tool(["nvidia-smi", "-i", str(index), "--query-gpu=clocks.sm,clocks.max.sm,clocks_event_reasons.active",
+    if mig:
+        return _unread(f"{nvml_reason}; a MIG slice: nvidia-smi's --query-gpu reads whole cards, and its process list is "
+                       "every slice's (install nvidia-ml-py to read the slice)")
+    text, reason = run_tool(["nvidia-smi", "-i", str(selector), "--query-gpu=clocks.sm,clocks.max.sm,clocks_event_reasons.active",
                              "--format=csv,noheader,nounits"])
-    apps, apps_reason = run_tool(["nvidia-smi", "-i", str(index), "--query-compute-apps=pid,used_memory",
+    apps, apps_reason = run_tool(["nvidia-smi", "-i", str(selector), "--query-compute-apps=pid,used_memory",
                                   "--format=csv,noheader,nounits"]) if text else (None, None)
     try:
         snapshot = parse_nvidia_smi(text, apps or "") if text else _unread(f"{nvml_reason}; {reason}")
@@ -146,11 +155,12 @@ def parse_amd_smi(metric_text: str, process_text: str) -> dict:
             "processes": processes, "reason": None}
 
 
-def _amd(index: int) -> dict:
-    metric, reason = run_tool(["amd-smi", "metric", "-g", str(index), "--json"])
+def _amd(selector) -> dict:
+    """Read the card SELECTOR names (amd-smi's own index) through amd-smi."""
+    metric, reason = run_tool(["amd-smi", "metric", "-g", str(selector), "--json"])
     if not metric:
         return _unread(reason)
-    process, _ = run_tool(["amd-smi", "process", "-g", str(index), "--json"])
+    process, _ = run_tool(["amd-smi", "process", "-g", str(selector), "--json"])
     try:
         return parse_amd_smi(metric, process or "")
     except (ValueError, AttributeError, TypeError):
@@ -162,36 +172,72 @@ def _unread(reason: str) -> dict:
             "processes": None, "reason": reason}
 
 
-def sample(device: str) -> dict | None:
-    """Read the trial's GPU at one moment; None for a CPU variant."""
-    if not device.startswith("cuda"):
-        return None
+def _torch():
     import torch
 
-    index = _physical(_index(device))
-    if index is None:
-        return _unread("CUDA_VISIBLE_DEVICES names the GPU by something other than its index")
-    return _amd(index) if getattr(torch.version, "hip", None) else _nvidia(index)
+    return torch
+
+
+def _read(place: dict, hip: bool) -> dict:
+    return _amd(place["selector"]) if hip else _nvidia(place["selector"], place.get("mig", False))
+
+
+def sample(device: str) -> dict | None:
+    """Read the trial's GPU at one moment (the card torch calls DEVICE, found by its UUID); None for a CPU variant."""
+    if not device.startswith("cuda"):
+        return None
+    torch = _torch()
+    place = gpu_identity.locate(device, torch)
+    if place["selector"] is None:
+        return _unread(place["reason"])
+    hip = bool(getattr(torch.version, "hip", None))
+    snapshot = _read(place, hip)
+    snapshot["card"] = {"selector": place["selector"], "by": place["by"], "mig": place.get("mig", False)}
+    if snapshot["reason"] is None:
+        own = gpu_identity.recognise(place["selector"], snapshot["processes"],
+                                     lambda: _read(place, hip).get("processes"), device, torch.cuda)
+        snapshot.update(own_pids=own["pids"], own_how=own["how"])
+    return snapshot
+
+
+def _others(start: dict, end: dict, own_pid: int | None) -> tuple[list | None, str | None, list]:
+    """The processes other than this one, why they are unknown (None) where they are, and this process's PIDs seen."""
+    if start["processes"] is None or end["processes"] is None:
+        return None, start.get("processes_reason") or end.get("processes_reason"), []
+    listed = {p["pid"]: p for p in [*start["processes"], *end["processes"]]}
+    if own_pid is not None:
+        own = {own_pid}
+    else:
+        own = {os.getpid(), *(start.get("own_pids") or []), *(end.get("own_pids") or [])}
+    unrecognised = own_pid is None and os.getpid() not in listed and None in (start.get("own_pids", []), end.get("own_pids", []))
+    how = start.get("own_how") if start.get("own_pids", []) is None else end.get("own_how")
+    if unrecognised and len(listed) == 1:  # the one process listed may be this one, under a PID of another namespace
+        return None, f"one process is listed on the card (pid {next(iter(listed))}), and this process was {how}", []
+    others = sorted((p for pid, p in listed.items() if pid not in own), key=lambda p: p["pid"])
+    return others, (f"this process was {how}: every process listed is counted as another" if unrecognised else None), \
+        sorted(pid for pid in listed if pid in own)
 
 
 def figures(start: dict | None, end: dict | None, own_pid: int | None = None) -> dict:
-    """The window's GPU figures: throttle reasons at either end or with violation time between, other processes."""
+    """The window's GPU figures: throttle reasons at either end or with violation time between (power capping apart),
+    the processes other than this one (recognised by PID, or by its memory where the PIDs are the host's)."""
     if start is None or end is None:
         return {"source": None, "reason": NO_GPU, "throttle_reasons": None, "other_processes": None}
     unread = start.get("reason") or end.get("reason")
     if unread:
         return {"source": start.get("source") or end.get("source"), "reason": unread, "throttle_reasons": None,
                 "other_processes": None}
-    own = os.getpid() if own_pid is None else own_pid
-    seen = [*start["reasons"], *end["reasons"]]
+    seen, delta = [*start["reasons"], *end["reasons"]], {}
     for name, value in end["violation"].items():  # time the card spent held back during the window
         if value is not None and start["violation"].get(name) is not None and value > start["violation"][name]:
             seen.append(name)
+            delta[name] = value - start["violation"][name]
     crossed = sorted({name for name in seen if name in DISTURBING or name in NVML_POLICIES})
-    unknown = start["processes"] is None or end["processes"] is None
-    others = {} if unknown else {p["pid"]: p for p in [*start["processes"], *end["processes"]] if p["pid"] != own}
-    return {"source": end["source"], "reason": None, "throttle_reasons": crossed, "reasons_start": start["reasons"],
-            "processes_reason": (start.get("processes_reason") or end.get("processes_reason")) if unknown else None,
+    others, processes_reason, own = _others(start, end, own_pid)
+    return {"source": end["source"], "reason": None, "card": end.get("card"),
+            "throttle_reasons": [name for name in crossed if name not in POWER_CAPPING],
+            "power_capping": [name for name in crossed if name in POWER_CAPPING], "violation_delta": delta,
+            "reasons_start": start["reasons"], "processes_reason": processes_reason,
             "reasons_end": end["reasons"], "sm_clock_mhz_start": start["sm_clock_mhz"], "sm_clock_mhz_end": end["sm_clock_mhz"],
-            "max_sm_clock_mhz": end["max_sm_clock_mhz"],
-            "other_processes": None if unknown else sorted(others.values(), key=lambda p: p["pid"])}
+            "max_sm_clock_mhz": end["max_sm_clock_mhz"], "own_processes": own, "own_recognised_by": end.get("own_how"),
+            "other_processes": others}

@@ -145,6 +145,11 @@ class PhaseClock:
             self.phases[name] = {"duration_ns": time.perf_counter_ns() - start, "completed": completed,
                                  "host_rss_at_start_bytes": at_start, **self._memory()}
 
+    def rate(self, units: int) -> float | None:
+        """UNITS per second of the measured window, or None where it has no duration."""
+        duration = self.phases["measured_window"]["duration_ns"]
+        return units / (duration / 1e9) if duration else None
+
     def skip(self, name: str, reason: str):
         """Record a phase that does not apply to this variant."""
         self.phases[name] = {"duration_ns": None, "reason": reason}
@@ -175,6 +180,16 @@ def torch_dtype(precision: str):
     """Return the torch dtype a variant's precision names."""
     torch = _torch()
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def weights_dtypes(model) -> dict[str, int] | None:
+    """How many parameter values the loaded MODEL holds in each dtype ('float32': 4386432), as it will run."""
+    counts: dict[str, int] = {}
+    with contextlib.suppress(AttributeError, TypeError):  # a stand-in model without parameters
+        for parameter in model.parameters():
+            name = str(parameter.dtype).removeprefix("torch.")
+            counts[name] = counts.get(name, 0) + parameter.numel()
+    return counts or None
 
 
 def gpu_memory_context(device: str, host_scope: str, cards: tuple[str, ...] = ()) -> dict:

@@ -143,19 +143,29 @@ def accelerate():
                            "the package accelerate: pip install accelerate (or leave [placement] out to use one card)") from None
 
 
-def load_options(variant, protocol: dict, dtype) -> dict:
-    """Return from_pretrained's extra options: a balanced device_map over the placement's cards, each card's whole memory,
-    and the variant's dtype (loaded in it: a model that needs two cards at bf16 would not load at fp32 first)."""
-    devices = cards(variant, protocol)
-    if len(devices) < 2:
+def dtype_option(dtype) -> dict:
+    """from_pretrained's option that loads the weights in DTYPE (transformers 4.56 renamed torch_dtype to dtype); none
+    for None. Without it transformers 5 keeps the checkpoint's saved dtype: a bf16 checkpoint would run an fp32 variant
+    in bf16 (#63)."""
+    if dtype is None:
         return {}
-    accelerate()
     import transformers
 
+    major, minor = (int(part) for part in re.findall(r"\d+", transformers.__version__)[:2])
+    return {("dtype" if (major, minor) >= (4, 56) else "torch_dtype"): dtype}
+
+
+def load_options(variant, protocol: dict, dtype) -> dict:
+    """Return from_pretrained's extra options: the variant's dtype (loaded in it: a model that needs two cards at bf16
+    would not load at fp32 first, a checkpoint saved in bf16 runs an fp32 variant in fp32) and, across cards, a balanced
+    device_map over the placement's cards with each card's whole memory."""
+    devices = cards(variant, protocol)
+    if len(devices) < 2:
+        return dtype_option(dtype)
+    accelerate()
     # Only the declared cards, none of the host's memory: a model that does not fit them fails to load, never spills.
     memory = {_index(device): _cuda().get_device_properties(_index(device)).total_memory for device in devices}
-    major, minor = (int(part) for part in re.findall(r"\d+", transformers.__version__)[:2])
-    return {"device_map": "balanced", "max_memory": memory, ("dtype" if (major, minor) >= (4, 56) else "torch_dtype"): dtype}
+    return {"device_map": "balanced", "max_memory": memory, **dtype_option(dtype)}
 
 
 def verify(model, variant, protocol: dict) -> dict:

@@ -145,10 +145,12 @@ def parse_amd_smi_static(text: str) -> list[dict]:
     for position, item in enumerate(entry for entry in data if isinstance(entry, dict)):
         asic, driver = item.get("asic") or {}, item.get("driver") or {}
         arch = asic.get("target_graphics_version")
+        split = item.get("partition") if isinstance(item.get("partition"), dict) else {}
         gpus.append({"index": item.get("gpu", position), "name": asic.get("market_name"),
                      "driver_version": driver.get("version") or driver.get("driver_version"),
                      "total_memory_bytes": _amd_memory(item.get("vram") or {}),
-                     "architecture": arch.split(":")[0] if isinstance(arch, str) and arch.startswith("gfx") else None})
+                     "architecture": arch.split(":")[0] if isinstance(arch, str) and arch.startswith("gfx") else None,
+                     "compute_partition": split.get("compute_partition"), "memory_partition": split.get("memory_partition")})
     return gpus
 
 

@@ -11,6 +11,7 @@ matrix version. A manifest without a GPU has no GPU combination to check (``no-g
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import io
 import re
@@ -166,7 +167,7 @@ def worst(verdicts: list[Verdict]) -> Verdict | None:
 
 
 def _missing(environment: dict) -> list[str]:
-    missing = [f"environment.{key}" for key in ("rocm_version",) if not environment.get(key)]
+    missing = [] if environment.get("rocm_version") or environment.get("hip_version") else ["environment.rocm_version"]
     missing += [f"environment.gpus[{index}].architecture" for index, gpu in enumerate(environment["gpus"])
                 if not gpu.get("architecture")]
     system = environment.get("os") or {}
@@ -194,13 +195,37 @@ def rocm_row(row: dict, matrix: Matrix) -> Text:
                 architecture=row["architecture"], pytorch=row["pytorch"].replace(";", "/"), status=ROW_WORDS[row["status"]])
 
 
+def _releases(environment: dict, matrix: Matrix) -> tuple[list[str], str | None]:
+    """The ROCm releases to look up: the one that ran. torch.version.hip is the HIP runtime the torch build bundles (a pip
+    ROCm wheel brings its own) and names only major.minor; the system's tools give the point release, used where it is
+    the same minor (#63). The second item says which minor ran where it is not the system's."""
+    system = environment.get("rocm_version")
+    system = ".".join(map(str, ((_numbers(system) or ()) + (0, 0, 0))[:3])) if system else None
+    ran = _minor(environment.get("hip_version"))
+    if system and (ran is None or _minor(system) == ran):
+        return [system], None
+    listed = sorted({row["rocm"] for row in matrix.rows if _minor(row["rocm"]) == ran}, key=_numbers)
+    return listed or [f"{ran}.0"], ran
+
+
 def rocm_verdict(environment: dict, matrix: Matrix) -> Verdict:
-    """Settle an AMD manifest: ROCm version x OS x each GPU's architecture x PyTorch, the weakest GPU's verdict."""
+    """Settle an AMD manifest: ROCm version x OS x each GPU's architecture x PyTorch, the weakest GPU's verdict (over the
+    point releases of the minor that ran, where only torch.version.hip names it)."""
     missing = _missing(environment)
     if missing:
         return Verdict("to-confirm", Text("the manifest does not record {facts}: record them to check the combination in "
                                           "AMD's matrix", facts=", ".join(missing)), None, matrix.label, tuple(missing))
-    rocm = ".".join(map(str, ((_numbers(environment["rocm_version"]) or ()) + (0, 0, 0))[:3]))
+    releases, ran = _releases(environment, matrix)
+    found = worst([_release_verdict(environment, rocm, matrix) for rocm in releases])
+    if ran is None:
+        return found
+    return dataclasses.replace(found, reason=Text(
+        "{reason}; ROCm {ran} is the HIP runtime this torch build bundles and ran with (torch.version.hip {hip}), the system's "
+        "tools say {system}", reason=found.reason, ran=ran, hip=environment.get("hip_version"),
+        system=environment.get("rocm_version") or Text("nothing")))
+
+
+def _release_verdict(environment: dict, rocm: str, matrix: Matrix) -> Verdict:
     system = environment["os"]
     torch = _minor(environment["libraries"]["torch"])
     release = [row for row in matrix.rows if row["rocm"] == rocm]
@@ -238,6 +263,20 @@ def cuda_row(row: dict, matrix: Matrix, column: str) -> Text:
                 release=row["release"], driver=row[column])
 
 
+def _unlisted(recorded: str, driver: tuple, cuda: str, windows: bool, matrix: Matrix) -> Verdict:
+    """A CUDA release the table does not list: a driver under its major family's minimum cannot run it at all (#63)."""
+    listed = sorted({row["cuda"] for row in matrix.rows}, key=_numbers)
+    family = FAMILY_MINIMUM.get(cuda.split(".")[0])
+    if family and driver < _numbers(family[1 if windows else 0]):
+        return Verdict("exclude", Text("driver {driver} is older than {family}, the minimum of the CUDA {major}.x family "
+                                       "(NVIDIA's minor version compatibility), so it cannot run CUDA {cuda}; CUDA {cuda} "
+                                       "is not in the table, which lists {first} to {last}", driver=recorded,
+                                       family=family[1 if windows else 0], major=cuda.split(".")[0], cuda=cuda,
+                                       first=listed[0], last=listed[-1]), None, matrix.label)
+    return Verdict("to-confirm", Text("CUDA {cuda} is not in the table, which lists {first} to {last}", cuda=cuda,
+                                      first=listed[0], last=listed[-1]), None, matrix.label)
+
+
 def cuda_verdict(environment: dict, matrix: Matrix) -> Verdict:
     """Settle an NVIDIA manifest: the driver against the minimum of its CUDA runtime's releases."""
     missing = [f"environment.{key}" for key in ("cuda_version", "driver_version") if not environment.get(key)]
@@ -247,13 +286,14 @@ def cuda_verdict(environment: dict, matrix: Matrix) -> Verdict:
     cuda, driver = _minor(environment["cuda_version"]), _numbers(environment["driver_version"])
     windows = "windows" in ((environment.get("os") or {}).get("name") or "").lower()
     column = "min_driver_windows" if windows else "min_driver_linux"
-    rows = sorted((row for row in matrix.rows if row["cuda"] == cuda), key=lambda row: _numbers(row[column]))
-    if not rows:
-        return Verdict("to-confirm", Text("CUDA {cuda} is not in the table, which lists {first} to {last}", cuda=cuda,
-                                          first=matrix.rows[-1]["cuda"], last=matrix.rows[0]["cuda"]), None, matrix.label)
+    # A release without a minimum for this system (NVIDIA gives no Windows driver for CUDA 13.x) is not a row for it.
+    rows = sorted((row for row in matrix.rows if row["cuda"] == cuda and _numbers(row[column])),
+                  key=lambda row: _numbers(row[column]))
     if driver is None:
         return Verdict("to-confirm", Text("driver version {driver} cannot be read as a number",
                                           driver=environment["driver_version"]), None, matrix.label)
+    if not rows:
+        return _unlisted(environment["driver_version"], driver, cuda, windows, matrix)
     lowest, highest = rows[0], rows[-1]
     recorded = environment["driver_version"]
     family = FAMILY_MINIMUM.get(cuda.split(".")[0])
@@ -275,6 +315,30 @@ def cuda_verdict(environment: dict, matrix: Matrix) -> Verdict:
     return Verdict("to-confirm", Text("driver {driver} meets {met} but not {release}: the runtime's update is not recorded",
                                       driver=recorded, met=met["release"], release=highest["release"]),
                    cuda_row(highest, matrix, column), matrix.label)
+
+
+# What PyPI's Linux x86_64 torch wheels bundle, read from their metadata: torch 2.13.0 depends on cuda-toolkit 13.0.3
+# (CUDA 13.0, which needs the 580 driver family), torch 2.9.1 on nvidia-cuda-runtime-cu12 12.8.90 (CUDA 12.8).
+TORCH_CUDA13, TORCH_CUDA12 = "torch==2.13.0", "torch==2.9.1"
+
+
+def torch_advice(environment: dict) -> Text | None:
+    """Which torch to install for the NVIDIA driver this machine has (#63), or None where no NVIDIA driver is recorded."""
+    if vendor(environment) == "amd" or environment.get("driver_source") not in ("nvml", "nvidia-smi"):
+        return None
+    recorded = environment.get("driver_version")
+    driver = _numbers(recorded)
+    if driver is None:
+        return None
+    if driver >= _numbers(FAMILY_MINIMUM["13"][0]):
+        return Text("driver {driver} is of the 580 family or newer: it runs CUDA 13.0, so {torch} (PyPI's default Linux "
+                    "wheel is its CUDA 13.0 build) fits", driver=recorded, torch=TORCH_CUDA13)
+    if driver >= _numbers(FAMILY_MINIMUM["12"][0]):
+        return Text("driver {driver} is older than the 580 family that CUDA 13.0 needs, so {newer} cannot start on it: install "
+                    "{torch} (PyPI's Linux wheel is its CUDA 12.8 build, which needs driver 570.26 or newer, or 525.60.13 "
+                    "under minor version compatibility)", driver=recorded, newer=TORCH_CUDA13, torch=TORCH_CUDA12)
+    return Text("driver {driver} is older than 525.60.13, the minimum of the CUDA 12.x family: no CUDA build of torch 2.9 or "
+                "later runs on it; upgrade the driver (580 or newer for {torch})", driver=recorded, torch=TORCH_CUDA13)
 
 
 def run_verdicts(manifests: list[dict]) -> list[dict]:

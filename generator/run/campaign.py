@@ -317,3 +317,37 @@ def refuse_changed_protocol(campaign: Campaign, existing: list[dict], fingerprin
             if record["variant_config"] != declared:
                 raise UserError(f"variant {record['variant']} of campaign {campaign.name} was recorded with other settings "
                                 f"({record['record_id']}); a changed variant needs a new name")
+
+
+def refuse_changed_model(campaign: Campaign, existing: list[dict], model: dict) -> None:
+    """Refuse a model folder other than the one the campaign's runs recorded: a changed model is a new campaign.
+
+    Regression for #61: a changed [model] path joined the old campaign and was scored against the old model's reference.
+    The folder's place may change; its revision and its files (weights, tokenizer, configuration) may not.
+    """
+    for record in existing:
+        recorded = record.get("model") if record["kind"] == "manifest" else None
+        changes = _model_changes(recorded, model) if isinstance(recorded, dict) else []
+        if changes:
+            raise UserError(
+                f"campaign {campaign.name} was measured with another model (run {record.get('run_id')}): "
+                f"{'; '.join(changes)}. A changed model, revision, tokenizer or configuration is a new campaign: set "
+                f"campaign = \"{campaign.name}-r2\" in {campaign.source} (with [decision] asks_again = \"{campaign.name}\" "
+                "to ask the same question of the new model), or point [model] path back to the recorded model")
+
+
+def _model_changes(recorded: dict, model: dict) -> list[str]:
+    changes = []
+    declared = "declared in the campaign file"
+    if recorded.get("revision") != model["revision"] and recorded.get("revision_source") == declared == model["revision_source"]:
+        changes.append(f"revision {recorded.get('revision')} recorded, {model['revision']} declared now")
+    before, now = recorded.get("files_sha256"), model["files_sha256"]
+    if not isinstance(before, dict):  # a record without file hashes: its revision is all there is to compare
+        return changes or ([f"revision {recorded.get('revision')} recorded, {model['revision']} now"]
+                           if recorded.get("revision") != model["revision"] else [])
+    files = [f"{name} changed" for name in sorted(before.keys() & now.keys()) if before[name] != now[name]]
+    files += [f"{name} is new" for name in sorted(now.keys() - before.keys())]
+    files += [f"{name} is gone" for name in sorted(before.keys() - now.keys())]
+    if files:
+        changes.append(", ".join(files[:5]) + (f" and {len(files) - 5} more files" if len(files) > 5 else ""))
+    return changes

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from iteralab.core.paths import DEFAULT_RUNS
@@ -43,15 +44,40 @@ def _devices(environment: dict) -> list[str]:
     return [f"cuda:{gpu['index']}" for gpu in environment.get("gpus") or []]
 
 
-def _campaign(campaign_file: Path | str, cuda, environ) -> dict:
+def _campaign(campaign_file: Path | str, cuda, environ, which) -> dict:
     campaign = load_campaign(campaign_file)
     return {"file": str(campaign_file), "name": campaign.name, "devices": device_findings(campaign, cuda),
             "deterministic": campaign.protocol["deterministic"],
-            "determinism_problem": determinism_problem(campaign, environ)}
+            "determinism_problem": determinism_problem(campaign, environ), "compiler_problems": _compilers(campaign, environ,
+                                                                                                       which)}
+
+
+def _compilers(campaign, environ, which) -> list[str]:
+    """A compile = true variant needs a compiler: Triton builds its launchers with a C compiler on a GPU, inductor's CPU
+    kernels need a C++ one (#63)."""
+    problems = []
+    for variant in (variant for variant in campaign.variants if variant.compile):
+        gpu = variant.device.startswith("cuda")
+        names = (environ.get("CC"), "cc", "gcc", "clang") if gpu else (environ.get("CXX"), "c++", "g++", "clang++")
+        if not any(name and which(name) for name in names):
+            kind, tools = ("C", "cc, gcc or clang") if gpu else ("C++", "c++, g++ or clang++")
+            problems.append(f"{campaign.source}: variant {variant.name} has compile = true, but no {kind} compiler ({tools}) "
+                            f"is on PATH: torch.compile needs one to build its kernels on {variant.device}; install one "
+                            "(apt-get install -y build-essential) or set compile = false")
+    return problems
+
+
+def python_problem(version=None) -> str | None:
+    """Why this Python cannot run iteralab (3.11 or newer), or None."""
+    version = version or sys.version_info
+    if tuple(version[:2]) >= (3, 11):
+        return None
+    return (f"Python {version[0]}.{version[1]} is older than 3.11, iteralab's minimum: install python3.11 (on Ubuntu 22.04: "
+            "apt-get install -y python3.11 python3.11-venv) and make the venv with it")
 
 
 def diagnose(*, campaign_file: Path | str | None = None, runs_dir: Path | str = DEFAULT_RUNS, cuda=None,
-             environ=None) -> dict:
+             environ=None, which=shutil.which) -> dict:
     """Describe this machine as the runner records it, and check CAMPAIGN_FILE's devices and determinism against it.
 
     Nothing is loaded, timed or written. `missing` lists each device the campaign names that this machine lacks and a
@@ -59,18 +85,19 @@ def diagnose(*, campaign_file: Path | str | None = None, runs_dir: Path | str = 
     """
     environment = machine_facts()
     free, free_reason = _free_disk(Path(runs_dir))
-    campaign = _campaign(campaign_file, cuda, environ) if campaign_file is not None else None
-    missing = []
+    campaign = _campaign(campaign_file, cuda, os.environ if environ is None else environ, which) if campaign_file is not None else None
+    missing = [problem for problem in [python_problem()] if problem]
     if campaign:
-        missing = [finding["problem"] for finding in campaign["devices"] if finding["problem"]]
+        missing += [finding["problem"] for finding in campaign["devices"] if finding["problem"]]
         missing += [campaign["determinism_problem"]] if campaign["determinism_problem"] else []
+        missing += campaign["compiler_problems"]
     # The same verdict check, the qualification sheet and the campaign page give, before anything is paid for.
     matrix = compatibility.verdict({"environment": environment})
     return {"environment": environment, "compatibility": matrix.data(), "compatibility_said": str(matrix.said),
             "runs_dir": str(runs_dir), "free_disk_bytes": free,
             "free_disk_reason": free_reason, "cublas_workspace_config": (os.environ if environ is None else environ).get(
                 "CUBLAS_WORKSPACE_CONFIG"), "campaign": campaign, "warnings": _warnings(environment) + busy_warnings(_devices(environment)),
-            "missing": missing, "ok": not missing}
+            "missing": missing, "ok": not missing, "torch_advice": compatibility.torch_advice(environment)}
 
 
 def _gib(size: int | None) -> str:
@@ -122,6 +149,8 @@ def describe(data: dict) -> str:
     """One screen: the machine as the runner will record it, the campaign's devices, what is missing."""
     lines = ["What the runner will record on this machine (no model loaded, nothing written):", *_machine_lines(data)]
     lines.append(f"Matrix:      {data['compatibility_said']}")
+    if data.get("torch_advice"):
+        lines.append(f"Torch:       {data['torch_advice']}")
     lines += [f"Warning:     {warning}" for warning in data["warnings"]]
     campaign = data["campaign"]
     if campaign:

@@ -13,7 +13,8 @@ import dataclasses
 import threading
 
 from iteralab.core.language import Text
-from iteralab.machine.phases import Interrupted, _torch
+from iteralab.machine import fatal
+from iteralab.machine.phases import Interrupted, _torch, release
 from iteralab.machine.placement import PER_CARD, declared_cards, placement_of
 from iteralab.store import records
 
@@ -103,6 +104,14 @@ def _on_device(card: str):
     return cuda.device(card) if cuda.is_available() else contextlib.nullcontext()
 
 
+def release_set(cards: list[str]) -> None:
+    """Free what the set's trials held, once every card's window is over (#63): emptying one card's cache synchronises
+    it, and torch empties every card's pool, so a card finishing first would stall the others' windows."""
+    for card in cards:
+        with _on_device(card):
+            fatal.release_safely(release, card)
+
+
 def run_step(execute, prepared, runs_dir, manifest, variant, repetition: int, sequence: int, signals, progress, *,
              retry_of: str | None = None) -> list[dict]:
     """Run one planned step with EXECUTE (runner.execute): one trial, or under per_card one per card at the same time."""
@@ -122,7 +131,7 @@ def run_step(execute, prepared, runs_dir, manifest, variant, repetition: int, se
         try:
             with _on_device(card):
                 trials[card] = execute(prepared, runs_dir, manifest, OnCard(variant, card), repetition, sequence, writer,
-                                       CardProgress(stop, why))
+                                       CardProgress(stop, why), keep_cache=True)
         except Interrupted as exc:  # delivered while this card appended its record: the others stop at their next batch
             why.append(exc.args[0])
             stop.set()
@@ -136,6 +145,7 @@ def run_step(execute, prepared, runs_dir, manifest, variant, repetition: int, se
 
     progress.start(f"{sequence}/{len(prepared.plan)} {variant.name} rep {repetition} on {', '.join(cards)}", 0)
     _wait({card: threading.Thread(target=one, args=(card,), name=f"iteralab-{card}") for card in cards}, ended, stop, why)
+    release_set(cards)
     progress.done(", ".join(f"{card} {trials[card]['status']}" for card in cards if card in trials))
     if failures:
         raise next(iter(failures.values()))

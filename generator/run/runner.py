@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,8 +12,8 @@ from iteralab.core.files import copy_atomically, writing
 from iteralab.core.language import Text
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.declared.corpus import Corpus, load_corpus
-from iteralab.machine import devices
-from iteralab.machine.facts import code_version, machine_facts, model_files
+from iteralab.machine import devices, fatal
+from iteralab.machine.facts import code_version, machine_facts, model_config, model_files
 from iteralab.machine.interference import Watch, busy_warnings
 from iteralab.machine.phases import (
     LOADING,
@@ -26,12 +25,20 @@ from iteralab.machine.phases import (
     out_of_memory_errors,
     release,
     settled_heap,
+    weights_dtypes,
 )
 from iteralab.machine.placement import cards
 from iteralab.machine.rental import check_machine, find_rental, rental_link
 from iteralab.money.quantized import dynamic_int8_bytes
 from iteralab.run import per_card
-from iteralab.run.campaign import Campaign, load_campaign, protocol_fingerprint, refuse_changed_protocol, rotation
+from iteralab.run.campaign import (
+    Campaign,
+    load_campaign,
+    protocol_fingerprint,
+    refuse_changed_model,
+    refuse_changed_protocol,
+    rotation,
+)
 from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
 from iteralab.run.signals import Signals
 from iteralab.run.stages import SKIPPED, STAGE_PHASE, StageFailed, failure_message, validate_all
@@ -62,6 +69,7 @@ class Prepared:
     stages: dict | None = None  # each variant's validation stages, run before any timing (or why not)
     failed_stages: dict = field(default_factory=dict)  # variant name -> its failed stage: its trials are failure rows
     device_initialisation: dict | None = None  # CUDA's initialisation, timed once before anything touched it
+    model_identity: dict = field(default_factory=dict)  # the model folder's revision and file hashes, read once
 
     @property
     def workload(self):
@@ -81,17 +89,7 @@ class RunResult:
     resumed: dict | None = None  # the resumption record, when --resume continued the run
     earlier: list[dict] = field(default_factory=list)  # a resumed run's trials recorded before this invocation
     warnings: list[str] = field(default_factory=list)
-
-
-def _model_config(model_dir: Path) -> dict:
-    config_file = model_dir / "config.json"
-    if not config_file.is_file():
-        raise UserError(f"model folder {model_dir.resolve()} has no config.json: the runner loads local models only "
-                        "(HF_HUB_OFFLINE=1, nothing is downloaded); point [model] path at a saved model folder")
-    try:
-        return json.loads(config_file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"{config_file}: not valid JSON ({error})") from None
+    poisoned: str | None = None  # a fatal GPU error stopped the run: why, and how to run the rest (#63)
 
 
 def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str | None = None,
@@ -103,6 +101,7 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
     repetitions again unless RETRY is False.
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    fatal.refuse()  # a fatal GPU error earlier in this process lost its CUDA context (#63)
     campaign = load_campaign(campaign_file)
     initialisation = devices.initialise_devices(campaign)  # timed first: the device checks below would initialise CUDA untimed
     devices.check_devices(campaign)  # before any model loads: a device this machine lacks, or determinism CUDA cannot hold
@@ -116,7 +115,7 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
         check_machine(rental, environment)
     workload, protocol = WORKLOADS[campaign.kind], campaign.protocol
     # A random head, no vocabulary or a model of another kind of work is refused here, before any timing.
-    model = workload.check_model(campaign.model_path, _model_config(campaign.model_path), protocol)
+    model = workload.check_model(campaign.model_path, model_config(campaign.model_path), protocol)
     if any(variant.quantization == "dynamic-int8" for variant in campaign.variants):
         model["dynamic_int8"] = dynamic_int8_bytes(campaign.model_path)  # what the int8 variants keep, for the estimate
     corpus = load_corpus(campaign.corpus_path, protocol.get("corpus_columns"))  # the columns [corpus] names
@@ -132,6 +131,8 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
                                        "corpus": {"fingerprint": corpus.fingerprint, "split": campaign.split}},
                              campaign=campaign.name, runs=runs_dir, source=campaign.source)  # before any timing (#35)
     existing = _campaign_records(runs_dir, campaign.name)
+    identity = model_files(campaign.model_path, campaign.model_revision)  # hashed once: checked here, recorded in the manifest
+    refuse_changed_model(campaign, existing, identity)  # a resumed run too: a swapped model would join its trials
     resumption = (find_resumable(campaign, existing, fingerprint, environment, retry=retry, rerun_disturbed=rerun_disturbed)
                   if resume else None)
     if resumption is None:
@@ -145,7 +146,7 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
         fingerprint, model, token_counts, bucket_of,
         {bucket["name"]: sum(1 for b in bucket_of.values() if b == bucket["name"]) for bucket in protocol["buckets"]},
         len(over), plan, existing, environment=environment, rental=rental, resumption=resumption,
-        device_initialisation=initialisation)
+        device_initialisation=initialisation, model_identity=identity)
     return prepared
 
 
@@ -201,18 +202,7 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
     campaign = prepared.campaign
     _copy_corpus(prepared, runs_dir)
     state = prepared.resumption
-    if state is None:
-        # Nothing is written yet: Ctrl-C here is the CLI's plain KeyboardInterrupt, not a recorded interruption.
-        prepared.stages = (validate_all(campaign=campaign, entries=list(prepared.corpus.entries),
-                                        token_counts=prepared.token_counts, workload=prepared.workload)
-                           if stages else {"ran": False, "reason": SKIPPED})
-    else:
-        prepared.stages = state.manifest.get("stages")
-    prepared.failed_stages = {name: found for name, found in ((prepared.stages or {}).get("variants") or {}).items()
-                              if not found["passed"]}
-    for name, found in prepared.failed_stages.items():
-        if warn and state is None:
-            warn(failure_message(name, found) + "; its planned trials are recorded as failures")
+    _validate_stages(prepared, stages, warn)
     manifest = state.manifest if state else _manifest(prepared)
     result = RunResult(manifest["run_id"], None, manifest)
     if prepared.rental is not None and not manifest["rental"]["within_period"]:
@@ -236,16 +226,36 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
                 result.records_file = signals.append(runs_dir, result.resumed)
             else:
                 result.records_file = signals.append(runs_dir, manifest)
-            for sequence, name, repetition, retry_of in steps:  # a step is one trial, or a set of one per card (#44)
+            for done, (sequence, name, repetition, retry_of) in enumerate(steps, start=1):  # a trial, or a set per card (#44)
                 step = per_card.run_step(execute, prepared, runs_dir, manifest, campaign.variant(name), repetition, sequence,
                                          signals, progress, retry_of=retry_of)
                 result.trials += step
                 if any(trial["status"] == "interrupted" for trial in step):
                     result.interrupted = True
                     break
+                if fatal.poisoned():  # every later trial would fail in this process: --resume runs them in a new one
+                    result.poisoned = fatal.stopped(len(steps) - done, result.warnings, warn)
+                    break
         except Interrupted:
             result.interrupted = True
     return result
+
+
+def _validate_stages(prepared: Prepared, stages: bool, warn) -> None:
+    """Run each variant's validation stages (a new run, unless STAGES is off) or take the resumed run's; warn of failures."""
+    state = prepared.resumption
+    if state is None:
+        # Nothing is written yet: Ctrl-C here is the CLI's plain KeyboardInterrupt, not a recorded interruption.
+        prepared.stages = (validate_all(campaign=prepared.campaign, entries=list(prepared.corpus.entries),
+                                        token_counts=prepared.token_counts, workload=prepared.workload)
+                           if stages else {"ran": False, "reason": SKIPPED})
+    else:
+        prepared.stages = state.manifest.get("stages")
+    prepared.failed_stages = {name: found for name, found in ((prepared.stages or {}).get("variants") or {}).items()
+                              if not found["passed"]}
+    for name, found in prepared.failed_stages.items():
+        if warn and state is None:
+            warn(failure_message(name, found) + "; its planned trials are recorded as failures")
 
 
 def _manifest(prepared: Prepared) -> dict:
@@ -260,13 +270,13 @@ def _manifest(prepared: Prepared) -> dict:
                 "processing_order": "file order; variants with length_sorted sort by token count inside the measured window",
                 "bucket_counts": prepared.bucket_counts, "truncated_entries": prepared.truncated,
                 "source_name": campaign.corpus_path.name},
-        model={**model_files(campaign.model_path, campaign.model_revision), **prepared.model},
+        model={**prepared.model_identity, **prepared.model},
         **prepared.workload.manifest_fields(campaign),  # an adaptation's training split
         environment=prepared.environment, code_version=code_version(),
         variants={variant.name: variant.config() for variant in campaign.variants},
         plan=plan_data(prepared)["plan"],
         seed=campaign.protocol["seed"], deterministic=campaign.protocol["deterministic"],
-        determinism=devices.determinism(campaign.protocol), device_initialisation=prepared.device_initialisation,
+        determinism=devices.applied_determinism(campaign.protocol), device_initialisation=prepared.device_initialisation,
         stages=prepared.stages,
     )
     if prepared.rental is not None:
@@ -296,11 +306,13 @@ class Outcome:
     quality: dict | None = None
     output_file: dict | None = None
     watch: Watch | None = None  # what else used the machine during the measured window (#49)
+    dtypes: dict | None = None  # the dtypes the loaded model's weights hold (#63)
 
 
 def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetition: int, sequence: int,
-            signals: Signals, progress, *, retry_of: str | None = None) -> dict:
-    """Execute one trial and append its record, whatever happened; RETRY_OF names the interrupted trial it runs again."""
+            signals: Signals, progress, *, retry_of: str | None = None, keep_cache: bool = False) -> dict:
+    """Execute one trial and append its record, whatever happened; RETRY_OF names the interrupted trial it runs again;
+    KEEP_CACHE leaves the memory to the caller (a per_card set releases it once every card's window is over)."""
     campaign, workload = prepared.campaign, prepared.workload
     trial_id = records.new_id("trial")
     clock, got, status, error = PhaseClock.over(variant.device, cards(variant, campaign.protocol)), Outcome(), "ok", None
@@ -320,6 +332,7 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
         status, error, clock.current = exc.found["outcome"], failure_message(variant.name, exc.found), STAGE_PHASE
     except Exception as exc:
         status, error = "error", describe(exc)
+        fatal.mark(exc, trial_id)
     failed_phase = clock.current if status != "ok" else None
     completed = got.work.completed if got.work is not None and clock.current in workload.COUNTED_PHASES else 0
     accepted = (status == "ok" and got.id_check["ids_match"] and got.quality["format_ok"] and got.quality["passed"])
@@ -333,15 +346,16 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
         gpu_event_durations=None, gpu_event_durations_reason=Text("not recorded: host timers with CUDA synchronisation are the measure"),
         memory=gpu_memory_context(variant.device, clock.host_scope, clock.cards),
         predictions=got.output_file, id_check=got.id_check, quality=got.quality, corpus_accepted=bool(accepted),
-        throughput_entries_per_s=_throughput(clock, got.work.window_units(got.window)) if status == "ok" else None,
+        throughput_entries_per_s=clock.rate(got.work.window_units(got.window)) if status == "ok" else None,
         **got.figures,
-        **({"retry_of": retry_of} if retry_of else {}),
+        **({"retry_of": retry_of} if retry_of else {}), **({"weights_dtypes": got.dtypes} if got.dtypes else {}),
         **({"interference": got.watch.record} if got.watch and got.watch.record else {}))
     trial["record_id"] = trial_id
     del got
-    release(variant.device)
     progress.done(status)
-    signals.append(runs_dir, trial)
+    signals.append(runs_dir, trial)  # before the memory is released: after a fatal GPU error releasing raises (#63)
+    if not keep_cache:
+        fatal.release_safely(release, variant.device, trial_id)
     return trial
 
 
@@ -349,9 +363,10 @@ def _measure(prepared: Prepared, runs_dir: Path, variant, trial_id: str, clock: 
     """Run the trial's phases in order, filling GOT as they complete; any failure propagates to the caller."""
     campaign, protocol, workload = prepared.campaign, prepared.campaign.protocol, prepared.workload
     with clock.phase("environment_check"):
-        _check_environment(variant, protocol)
+        devices.check_environment(variant, protocol)
     with clock.phase("model_load"), LOADING:
         tokenizer, model = workload.load_model(campaign.model_path, variant, protocol)
+    got.dtypes = weights_dtypes(model)
     got.work = _compiled(clock, prepared, variant, tokenizer, model)
     got.work.before_window(clock, prepared, runs_dir)  # the warm-up, or an adaptation's first forward, backward, update
     got.work.completed = 0
@@ -371,15 +386,6 @@ def _measure(prepared: Prepared, runs_dir: Path, variant, trial_id: str, clock: 
         prepared.reference = reference
 
 
-def _check_environment(variant, protocol: dict) -> None:
-    """Refuse a missing CUDA device; seed and set determinism as the protocol says."""
-    import torch
-
-    if variant.device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"{variant.device} is not available")
-    devices.apply_determinism(protocol)
-
-
 def _compiled(clock: PhaseClock, prepared: Prepared, variant, tokenizer, model):
     """Return the unit of work, compiled (and run once, which compiles it) in its own phase when the variant says so."""
     inference = prepared.workload.Work(tokenizer, model, variant, prepared.campaign.protocol)
@@ -390,8 +396,3 @@ def _compiled(clock: PhaseClock, prepared: Prepared, variant, tokenizer, model):
         inference.compile()
         inference.warmup(list(prepared.corpus.entries), prepared.token_counts, 1, 1)
     return inference
-
-
-def _throughput(clock: PhaseClock, units: int) -> float | None:
-    duration = clock.phases["measured_window"]["duration_ns"]
-    return units / (duration / 1e9) if duration else None

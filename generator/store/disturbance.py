@@ -14,6 +14,11 @@ from iteralab.core.language import Figure, Joined, Text
 # The rule a protocol without [protocol.disturbance] runs under (the runner's defaults: iteralab.machine.disturbance).
 DEFAULTS = {"other_cpu_share": 0.10, "throttling": True, "other_gpu_processes": True, "use_disturbed": False,
             "unstable_ratio": 1.5}
+# Keys a rule holds only where the campaign file declares them, so that every rule written before keeps its dict (and its
+# protocol's fingerprint). power_capping: sw_power_cap, NVML's power violation time and AMD's ppt are what an H100 or
+# MI300X does under any full load: recorded with their figures, a disturbance only where declared true (#63). Thermal and
+# hardware slowdowns are "throttling".
+OPTIONAL = {"power_capping": False}
 
 
 def rule_of(protocol: dict | None) -> dict:

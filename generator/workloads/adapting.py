@@ -10,7 +10,8 @@ import warnings
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
 from iteralab.declared.corpus import load_corpus
-from iteralab.machine.phases import batches
+from iteralab.machine.phases import batches, torch_dtype
+from iteralab.machine.placement import dtype_option
 from iteralab.store.trials import PHASES as TRIAL_PHASES
 from iteralab.workloads import adapted
 from iteralab.workloads.batched import Batched
@@ -98,9 +99,11 @@ def load_model(model_dir, variant, protocol: dict):
     config = transformers.AutoConfig.from_pretrained(model_dir, local_files_only=True).to_dict()
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     torch.manual_seed(protocol["seed"])  # a new head, and LoRA's matrices, start the same in every variant
+    # fp32 weights, gradients and optimizer state for every variant: bf16 is autocast over them (mixed precision). Without
+    # the dtype transformers 5 keeps the checkpoint's saved one, and an fp32 variant of a bf16 checkpoint trained in bf16.
     model = AutoModelForSequenceClassification.from_pretrained(
         model_dir, local_files_only=True, attn_implementation=variant.attention,
-        **label_options(labels_of(config, protocol)))
+        **label_options(labels_of(config, protocol)), **dtype_option(torch_dtype("fp32")))
     model = apply_method(model, variant.method, protocol["adaptation"]).to(variant.device)
     model.train()
     return tokenizer, model

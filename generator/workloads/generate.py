@@ -179,6 +179,7 @@ class Work(Batched):
         self.config.update(**self.config._get_default_generation_params(), defaults_only=True)
         self.eos = set(eos)
         self.completed, self.generate_ns, self.window_batches, self.longest_prompt = 0, 0, [], 0
+        self.padded_prompt, self.kv_bytes, self.measuring = 0, None, False  # the KV cache's tokens and bytes (#63)
         # One card's allocator: a model placed across cards splits its cache over them, so nothing is subtracted there.
         cuda = variant.device.startswith("cuda") and len(cards(variant, protocol)) == 1
         self.loaded_bytes = torch.cuda.memory_allocated(variant.device) if cuda else None
@@ -204,8 +205,11 @@ class Work(Batched):
             config = copy.deepcopy(self.config)
             config.max_new_tokens = config.min_new_tokens = max_new_tokens
         with torch.inference_mode():
-            sequences = self.model.generate(**encoded, generation_config=config)
-        return sequences[:, encoded["input_ids"].shape[1]:].cpu().tolist()
+            found = self.model.generate(**encoded, generation_config=config, return_dict_in_generate=True)
+        if self.measuring:  # the cache's own bytes: tensor sizes, read without waiting for the device
+            cache = generated.cache_bytes(generated.returned_cache(found))
+            self.kv_bytes = cache if self.kv_bytes is None or (cache or 0) > self.kv_bytes else self.kv_bytes
+        return found.sequences[:, encoded["input_ids"].shape[1]:].cpu().tolist()
 
     def output(self, new_ids: list[int]) -> tuple[list[int], str]:
         """Cut a row's new tokens after its first end-of-sequence token; say why it stopped."""
@@ -233,6 +237,7 @@ class Work(Batched):
         if self.variant.length_sorted:
             entries = self.order(entries, count_tokens(self.tokenizer, self.protocol, entries))
         outputs, cuda = [], self.variant.device.startswith("cuda")
+        self.measuring = True
         for seed in generated.seeds(self.protocol):
             if seed is not None:
                 torch.manual_seed(seed)
@@ -247,12 +252,14 @@ class Work(Batched):
                     self.window_batches.append(encoded)
                 lengths = encoded["attention_mask"].sum(dim=1).tolist()
                 self.longest_prompt = max(self.longest_prompt, *lengths)
+                self.padded_prompt = max(self.padded_prompt, encoded["input_ids"].shape[1])
                 for entry, new_ids, prompt_tokens in zip(batch, rows, lengths, strict=True):
                     tokens, stop = self.output(new_ids)
                     outputs.append({"id": entry.id, "seed": seed, "prompt_tokens": int(prompt_tokens),
                                     "text": self.tokenizer.decode(tokens, skip_special_tokens=True),
                                     "new_tokens": len(tokens), "stop_reason": stop, "token_ids": tokens})
                 self.completed += len(batch)
+        self.measuring = False
         return outputs
 
     def after_window(self, clock, outputs, place) -> list:

@@ -160,10 +160,53 @@ def figures(clock, work, outputs: list[dict]) -> dict:
     }
 
 
+MEASURED_AS = Text("bytes of the key and value tensors generate's past_key_values held at the end of a batch, the largest "
+                   "batch's (element count × bytes per element): the cache itself, on any device")
+PEAK_AS = Text("peak allocated while generating (measured window) less the memory allocated after loading: the cache and "
+               "everything else the window held (activations, logits, the window's inputs on the device and, on a first "
+               "use, the cuBLAS workspace); not the cache's size")
+
+
+def _tensors(value, depth: int = 0):
+    """The tensors a past_key_values holds: transformers 5's Cache (layers with keys and values), transformers 4's
+    DynamicCache (key_cache, value_cache) or the legacy tuples of (key, value) per layer."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif value is None or depth > 4:
+        return
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _tensors(item, depth + 1)
+    elif getattr(value, "layers", None) is not None:
+        for layer in value.layers:
+            for name in ("keys", "values"):
+                yield from _tensors(getattr(layer, name, None), depth + 1)
+    else:
+        for name in ("key_cache", "value_cache"):
+            yield from _tensors(getattr(value, name, None), depth + 1)
+
+
+def returned_cache(found):
+    """The cache a generate call returned with return_dict_in_generate: transformers 5 names it cache (reading its old
+    name past_key_values warns), transformers 4 past_key_values."""
+    if not hasattr(found, "get"):
+        return None
+    return found.get("cache") if found.get("cache") is not None else found.get("past_key_values")
+
+
+def cache_bytes(past) -> int | None:
+    """Bytes of the key and value tensors in PAST (a generate call's past_key_values), or None where it holds none."""
+    tensors = list(_tensors(past))
+    return sum(tensor.numel() * tensor.element_size() for tensor in tensors) if tensors else None
+
+
 def kv_cache(clock, work) -> dict:
-    """Return the KV cache's estimate (size's formula at the real token counts) beside what CUDA observed, each labelled."""
+    """Return the KV cache's estimate (size's formula at the padded token count) beside its bytes measured at the end of
+    each batch, and the allocator's peak beside them, named as what it is (#63)."""
     settings = work.protocol["generation"]
-    tokens = work.longest_prompt + settings["max_new_tokens"]
+    tokens = work.padded_prompt + settings["max_new_tokens"]
     bits = 32 if work.variant.precision == "fp32" else 16
     shape = kv_shape(work.model.config.to_dict())
     estimate, reason = None, None
@@ -174,18 +217,22 @@ def kv_cache(clock, work) -> dict:
     else:
         estimate = int(kv_cache_bytes(**shape, tokens=tokens, sequences=work.variant.batch_size, bits=bits))
     peak = clock.phases["measured_window"].get("gpu_peak_allocated_bytes")
-    measured = None if work.loaded_bytes is None or peak is None else max(0, peak - work.loaded_bytes)
+    above = None if work.loaded_bytes is None or peak is None else max(0, peak - work.loaded_bytes)
+    measured = work.kv_bytes if settings["kv_cache"] else None
     return {"estimate_bytes": estimate, "estimate_reason": reason, "shape": shape, "tokens": tokens,
-            "sequences": work.variant.batch_size, "bits": bits,
+            "tokens_as": Text("the longest padded prompt of the window's batches plus max_new_tokens"),
+            "longest_prompt_tokens": work.longest_prompt, "sequences": work.variant.batch_size, "bits": bits,
             "estimate_formula": "2 × layers × KV heads × head dim × tokens × sequences × bytes per value",
             "measured_bytes": measured,
-            "measured_reason": None if measured is not None else _unmeasured(work.variant.device, peak),
-            "measured_as": Text("peak allocated while generating (measured window) less the memory allocated after "
-                                "loading: the cache and the activations")}
+            "measured_reason": None if measured is not None else reason or Text(
+                "not measured: generate returned no key and value tensors"),
+            "measured_as": MEASURED_AS, "allocator_peak_bytes": above,
+            "allocator_peak_reason": None if above is not None else _unmeasured(work.variant.device, peak),
+            "allocator_peak_as": PEAK_AS}
 
 
 def _unmeasured(device: str, peak: int | None) -> str:
-    """Say why the KV cache was not measured: no CUDA device, or a model placed across cards (#44)."""
+    """Say why the allocator's peak was not read: no CUDA device, or a model placed across cards (#44)."""
     if device.startswith("cuda") and peak is not None:
         return Text("not measured: the model is placed across cards, and each card's allocator counts only its own part "
                     "of the cache and the activations")
