@@ -100,7 +100,7 @@ def test_catalog_words_must_all_be_in_the_gpu_name_letters_included():
     # Both RTX 6000 rows match an Ada's name; the more specific one names it.
 
     def on(name, device="gpu"):
-        return SimpleNamespace(device=device, gpu_name=name)
+        return SimpleNamespace(device=device, gpu_name=name, partition=None)
 
     assert catalog_card(catalog, on("NVIDIA RTX 6000 Ada Generation")).slug == "rtx-6000-ada"
     assert catalog_card(catalog, on("Quadro RTX 6000")).slug == "rtx-6000"

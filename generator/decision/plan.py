@@ -123,7 +123,10 @@ def plan_row(row, question: Question, corpus_entries: int | None, catalog: Catal
     configuration = row.summary.configuration
     card = catalog_card(catalog, configuration)
     if card is None:
-        if configuration.device == "cpu":
+        if configuration.partition:
+            reason = Text("no plan: {gpu} is a part of a card ({partition}), and catalog {catalog} prices whole cards",
+                          gpu=configuration.gpu_name, partition=configuration.partition, catalog=catalog.version)
+        elif configuration.device == "cpu":
             reason = Text("not in the catalog: CPU")
         elif configuration.device == "gpu":
             reason = Text("not in the catalog: {gpu}", gpu=configuration.gpu_name)

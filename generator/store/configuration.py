@@ -34,6 +34,9 @@ class Configuration:
     # Its cards must be one lot: one model placed across them ([placement] across_cards), or one trial per card at once
     # (per_card).
     across: bool = False
+    # A part of a card (an NVIDIA MIG slice, an AMD compute partition), as the manifest recorded it: never priced as the
+    # whole card whose name it carries (#63).
+    partition: str | None = None
 
 
     @property
@@ -44,10 +47,11 @@ class Configuration:
     @property
     def hardware(self) -> str:
         """Describe the hardware the trials ran on, as the manifest observed it."""
+        named = f"{self.gpu_name} ({self.partition})" if self.partition and self.partition not in self.gpu_name else self.gpu_name
         if self.device == "gpu" and self.cards_used is not None:
-            return f"{self.cards_used} of {self.gpu_count}× {self.gpu_name}"
+            return f"{self.cards_used} of {self.gpu_count}× {named}"
         if self.device == "gpu":
-            return f"{self.gpu_count}× {self.gpu_name}"
+            return f"{self.gpu_count}× {named}"
         if self.device == "cpu":
             threads = f", {self.threads} threads" if self.threads else ""
             return f"CPU {self.cpu_model or 'model not read'}{threads}"
@@ -141,10 +145,18 @@ def configuration_of(trial: dict, manifest: dict | None) -> Configuration:
         together = len(named) if named and isinstance(trial.get("per_card"), dict) else None
         return Configuration(trial["variant"], settings, "gpu", used.get("name"), count, cpu.get("model"), threads, **common,
                              driver=environment.get("driver_version"), cards_used=together or _fewer_cards(trial, count),
-                             across=len(named or ()) > 1)
+                             across=len(named or ()) > 1, partition=_partition(used))
     # A variant on the CPU ran on the CPU, even on a machine with GPUs: the GPUs did not take part.
     return Configuration(trial["variant"], settings, "cpu", None, 0, cpu.get("model"), threads, torch=common["torch"],
                          accelerator_runtime=None, driver=None)
+
+
+def _partition(gpu: dict) -> str | None:
+    split = gpu.get("partition")
+    if not isinstance(split, dict) or split.get("whole_card") is not False:
+        return None
+    kind = {"mig": "MIG", "compute_partition": "compute partition"}.get(split.get("kind"), str(split.get("kind")))
+    return f"{kind} {split.get('profile')}"
 
 
 def _tokens(name: str) -> set[str]:
@@ -165,7 +177,7 @@ def name_matches(catalog_name: str, observed_name: str | None) -> bool:
 
 def catalog_card(catalog: Catalog, configuration: Configuration) -> Gpu | None:
     """Return the catalog card a GPU configuration ran on, or None (CPU, unknown, or a card the catalog lacks)."""
-    if configuration.device != "gpu":
+    if configuration.device != "gpu" or configuration.partition:
         return None
     matches = [card for card in catalog.gpus.values() if card_matches(card, configuration.gpu_name)]
     # The most specific name wins: "RTX 6000 Ada" over a hypothetical "RTX 6000".
