@@ -360,8 +360,12 @@ DRAWN = "[...document.querySelectorAll('.vega')].every(box => box.dataset.drawn)
 
 
 def charts_drawn(page) -> dict:
-    """Wait until every chart of PAGE is drawn or failed; return each one's marks (the paths of its mark groups)."""
+    """Scroll to PAGE's first chart as a reader would (the libraries are asked for when a chart comes near the screen,
+    #60), wait until every chart is drawn or failed, scroll back to the top; return each one's marks (the paths of its
+    mark groups)."""
+    page.evaluate("(box => box && box.scrollIntoView())(document.querySelector('.vega'))")
     page.wait_for_function(DRAWN, timeout=20000)
+    page.evaluate("window.scrollTo(0, 0)")
     return page.evaluate("Object.fromEntries([...document.querySelectorAll('.vega')].map(box => [box.dataset.spec, "
                          "box.dataset.drawn === 'yes' ? box.querySelectorAll('svg g[class*=\"mark-\"] path').length : -1]))")
 

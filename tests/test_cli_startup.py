@@ -108,8 +108,8 @@ STARTS = {
     ("--help",): (None, {"cli", "core"}, set()),
     ("cost", "--help"): ("cost", {"cli", "core", "money"}, set()),
     ("doctor", "--help"): ("doctor", {"cli", "core", "money", "store", *RUNNER}, set()),
-    ("build", "--help"): ("build", {"cli", "core", "money", "store", "decision", *SITE}, {"jinja2"}),
-    ("check", "--help"): ("check", {"cli", "core", "money", "store", "decision"}, set()),
+    ("build", "--help"): ("build", {"cli", "core", "money", "store", "ledger", "decision", *SITE}, {"jinja2"}),
+    ("check", "--help"): ("check", {"cli", "core", "money", "store", "ledger", "decision"}, set()),
 }
 
 

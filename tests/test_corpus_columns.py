@@ -137,17 +137,13 @@ def test_a_named_column_missing_from_the_header_is_refused_naming_the_file_and_i
         load_corpus(lines, {"id": "number"})
 
 
-def test_init_on_a_csv_with_other_column_names_leaves_them_to_name_and_then_runs_dry(tmp_path, tiny_model):
+def test_init_on_a_csv_with_other_column_names_guesses_them_and_then_runs_dry(tmp_path, tiny_model):
+    """#60: the columns were left to FILL IN, so the corpus could not be read and its buckets stayed at defaults."""
     corpus = tmp_path / "tickets.csv"
     corpus.write_text("ticket_no,body,category\n" + "".join(f"{r['id']},{r['text']},{r['label']}\n" for r in _rows()),
                       encoding="utf-8")
     path = write_starter(kind="classify", out=tmp_path / "tickets.toml", model=tiny_model, corpus=corpus)
-    lines = [line.split(": ", 1)[1] for line in to_fill_in(path)]
-    assert [line.split(" =")[0] for line in lines] == ["id_column", "text_column", "max_length"]  # never guessed
-    assert lines[1] == 'text_column = "FILL IN: the column of each entry\'s text (the header has ticket_no, body, category)"'
-    text = path.read_text(encoding="utf-8")
-    filled = text.replace(lines[0], 'id_column = "ticket_no"').replace(lines[1], 'text_column = "body"').replace(
-        '# label_column = "..."', 'label_column = "category"  #')
-    path.write_text(filled, encoding="utf-8")
+    assert to_fill_in(path) == []
+    assert load_campaign(path).protocol["corpus_columns"] == {"id": "ticket_no", "text": "body", "label": "category"}
     would_run, plan = dry_run(path, tmp_path / "runs")
-    assert would_run and "Campaign tickets: 9 entries" in plan, plan
+    assert would_run and "Campaign tickets: 9 entries (3 short, 3 medium, 3 long)" in plan, plan

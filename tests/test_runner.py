@@ -347,7 +347,7 @@ def test_every_campaign_file_mistake_is_listed_at_once_and_as_json_with_json(tin
         "  - [protocol] max_length: is required (found max_lenght: check the spelling)",
         "  - [protocol] seed: must be a whole number, not 'x'",
         "  - [protocol] reference_variant: 'b2' is not a declared variant",
-        "  - [protocol] unknown key(s) max_lenght; check the spelling",
+        "  - [protocol] unknown key(s) max_lenght (did you mean max_length?); check the spelling",
     ]
     code, out, err = cli("run", campaign, "--runs", tmp_path / "runs", "--dry-run", "--json")
     error = json.loads(err)

@@ -8,7 +8,7 @@ import hashlib
 import io
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from iteralab.core.errors import UserError
@@ -25,6 +25,8 @@ class Entry:
     # Written as a whole number (a JSON number, or digits in a CSV): a classifier may read it as a class id of its
     # id2label. The label itself stays the text written, so the corpus's fingerprint is what it always was.
     label_is_number: bool = False
+    # The file's line it was read from (0 when made in code): a refusal names it. Not part of the entry's identity.
+    line: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -67,20 +69,7 @@ def load_corpus(path: Path | str, columns: dict[str, str] | None = None) -> Corp
     COLUMNS: the columns (CSV) or keys (JSON Lines) a campaign names for id, text or label; the others keep their name.
     """
     path, named = Path(path), {**COLUMNS, **(columns or {})}
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"corpus file {path.resolve()} does not exist (a campaign file's paths are relative to its "
-                        "folder)") from None
-    except OSError as error:
-        raise UserError(f"cannot read corpus {path}: {error.strerror or error}") from None
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]  # a BOM from spreadsheet exports is not part of the first id
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise UserError(f"{path}:{line}: not valid UTF-8 (byte {error.start}); save the corpus as UTF-8") from None
+    data, text = _read(path)
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         rows = _jsonl_rows(text, path)
@@ -92,6 +81,24 @@ def load_corpus(path: Path | str, columns: dict[str, str] | None = None) -> Corp
     if not entries:
         raise UserError(f"{path}: the corpus has no entries")
     return Corpus(str(path), tuple(entries), fingerprint(entries), hashlib.sha256(data).hexdigest())
+
+
+def _read(path: Path) -> tuple[bytes, str]:
+    """Return the corpus file's bytes and its text (UTF-8, a spreadsheet's BOM dropped), refusing what cannot be read."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"corpus file {path.resolve()} does not exist (a campaign file's paths are relative to its "
+                        "folder)") from None
+    except OSError as error:
+        raise UserError(f"cannot read corpus {path}: {error.strerror or error}") from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]  # a BOM from spreadsheet exports is not part of the first id
+    try:
+        return data, data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: not valid UTF-8 (byte {error.start}); save the corpus as UTF-8") from None
 
 
 def _jsonl_rows(text: str, path: Path):
@@ -145,8 +152,83 @@ def _entries(rows, path: Path, named: dict[str, str], *, digits_are_numbers: boo
             raise UserError(f"{where}: id {entry_id!r} has a label{called['label']} that is not a string")
         number_written = isinstance(label, int) or (digits_are_numbers and bool(DIGITS.fullmatch(str(label or "").strip())))
         label = None if label is None or str(label).strip() == "" else str(label).strip()
-        entries.append(Entry(entry_id, text, label, label_is_number=number_written))
+        entries.append(Entry(entry_id, text, label, label_is_number=number_written, line=number))
     return entries
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The columns of a corpus that hold each part of an entry, and why each was taken (for the reader to check)."""
+
+    header: tuple[str, ...]
+    named: dict[str, str]  # part -> column; a part missing here was not found (label: an unlabelled corpus)
+    why: dict[str, str]  # part -> how it was found: given, the default name, or what the rows showed
+
+
+FEW = 20  # at most this many distinct values (and at most a third of the rows) make a column of labels
+
+
+def guess_columns(path: Path | str, given: dict[str, str] | None = None, labels: list[str] | None = None) -> Columns:
+    """Find the columns (CSV) or keys (JSON Lines) of id, text and label: GIVEN ones as given, then the default names,
+    then from the rows: a column of long text is the text, a column unique on every row the id, a column of few values
+    the label (one whose values are all LABELS, the model's, first). Refuse a GIVEN column the header lacks."""
+    path = Path(path)
+    header, rows = _table(path)
+    named, why = {}, {}
+    for part, column in (given or {}).items():
+        if column not in header:
+            raise UserError(f"{path}:1: no column {column!r} for the {part}; the header has {', '.join(header) or 'none'}")
+        named[part], why[part] = column, "as given"
+    for part, column in COLUMNS.items():
+        if part not in named and column in header and column not in named.values():
+            named[part], why[part] = column, "its default name"
+    values = {column: [str(row.get(column) if row.get(column) is not None else "").strip() for row in rows]
+              for column in header}
+    free = [column for column in header if column not in named.values()]
+    if "text" not in named:
+        filled = [column for column in free if all(values[column])]
+        if filled:
+            column = max(filled, key=lambda name: sum(map(len, values[name])))
+            named["text"] = column
+            why["text"] = f"the longest texts, {sum(map(len, values[column])) // max(len(rows), 1)} characters on average"
+            free.remove(column)
+    if "id" not in named:
+        unique = [column for column in free if all(values[column]) and len(set(values[column])) == len(rows)]
+        if unique:
+            named["id"], why["id"] = unique[0], f"a value of its own on each of the {len(rows)} rows"
+            free.remove(unique[0])
+    if "label" not in named:
+        _guess_label(free, values, len(rows), labels, named, why)
+    return Columns(tuple(header), {part: named[part] for part in COLUMNS if part in named}, why)
+
+
+def _guess_label(free: list[str], values: dict, count: int, labels, named: dict, why: dict) -> None:
+    kinds = {column: sorted(set(filter(None, values[column]))) for column in free}
+    few = [column for column, seen in kinds.items() if 1 <= len(seen) <= min(FEW, max(2, count // 3))]
+    known = set(labels or ()) | {str(index) for index in range(len(labels or ()))}
+    fitting = [column for column in few if labels and set(kinds[column]) <= known]
+    chosen = (fitting or sorted(few, key=lambda column: (len(kinds[column]) < 2, len(kinds[column]))))[:1]
+    if chosen:
+        seen = kinds[chosen[0]]
+        named["label"] = chosen[0]
+        why["label"] = (f"{len(seen)} value{'s' if len(seen) > 1 else ''}: {', '.join(seen[:6])}{', ...' if len(seen) > 6 else ''}"
+                        + (", all labels of the model" if chosen[0] in fitting else ""))
+        others = [column for column in few if column != chosen[0]]
+        if others:
+            why["label"] += f"; {', '.join(others)} has few values too"
+
+
+def _table(path: Path) -> tuple[list[str], list[dict]]:
+    """Return the header (a CSV's, or a JSON Lines file's keys in order of appearance) and the rows of a corpus file."""
+    _, text = _read(path)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        return list(reader.fieldnames or []), list(reader)
+    if suffix != ".jsonl":
+        raise UserError(f"{path}: corpus files must end in .jsonl or .csv")
+    rows = [row for _, row in _jsonl_rows(text, path)]
+    return list(dict.fromkeys(key for row in rows for key in row)), rows
 
 
 def write_jsonl(entries, path: Path) -> None:

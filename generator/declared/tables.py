@@ -11,6 +11,17 @@ class Invalid(Exception):
 
 
 FALLBACK = {str: "", int: 1, float: 0.0, bool: False, dict: None, list: None}
+TOP = "campaign file"  # the name of the file's top table: its mistakes that belong to no key name the file itself
+TO_FILL = "FILL IN"  # what a starter campaign (iteralab init) writes where a value is still the user's to give
+
+
+def left_to_fill(source: Path) -> list[tuple[int, str]]:
+    """Return the number and text of each line of SOURCE that still says FILL IN (a value, or a comment beside one)."""
+    try:
+        lines = source.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError):
+        return []  # the file's reader says what is wrong with it
+    return [(number, line.strip()) for number, line in enumerate(lines, start=1) if TO_FILL in line]
 
 
 class Table:
@@ -70,11 +81,22 @@ class Table:
         return value
 
     def finish(self, hints: dict[str, str] | None = None):
-        """Note the keys never read; HINTS say where a key that belongs elsewhere goes."""
+        """Note the keys never read, each with the closest key this table reads; HINTS say where a key that belongs
+        elsewhere goes. The file's top table also notes each line still to fill in (a starter's FILL IN)."""
         unknown = sorted(set(self.data) - self.used)
         placed = [f"{key}: {hints[key]}" for key in unknown if hints and key in hints]
         unknown = [key for key in unknown if not (hints and key in hints)]
         if unknown:
-            self.note(None, f"unknown key(s) {', '.join(unknown)}; check the spelling")
+            self.note(None, f"unknown key(s) {', '.join(map(self._closest, unknown))}; check the spelling")
         for line in placed:
             self.note(None, f"unknown key {line}")
+        if self.where == TOP:
+            for number, line in left_to_fill(self.source):
+                self.note(None, f"line {number} still says {TO_FILL} ({' '.join(line.split())}): give your value, then "
+                                f"delete the words {TO_FILL}")
+
+    def _closest(self, key) -> str:
+        """Return KEY with the valid key of this table closest to it, where one is close: 'repetitons (did you mean
+        repetitions?)'."""
+        close = difflib.get_close_matches(str(key), sorted(self.used), n=1)
+        return f"{key} (did you mean {close[0]}?)" if close else str(key)

@@ -57,13 +57,20 @@ def _front_matter(text: str, source: str) -> tuple[dict, str]:
     raise UserError(f"{source}: the front matter is not closed by a '---' line")
 
 
+# A link whose address the sanitiser refused keeps its tag without href (<a rel="noopener noreferrer">), which HTML
+# does not allow an rel on: its text is kept, without the tag. The sanitiser's output nests no link in another.
+REFUSED_LINK = re.compile(r"<a(?![^>]*\shref=)[^>]*>(.*?)</a>", re.S)
+
+
 def sanitise(html: str) -> str:
-    """Keep only harmless tags and http, https, mailto or relative links (nh3, the Ammonia sanitiser)."""
+    """Keep only harmless tags and http, https, mailto or relative links (nh3, the Ammonia sanitiser); a link whose
+    address is refused is left as its text."""
     import nh3
 
     # No images: a note's image from another host would be a request the site never makes.
-    return nh3.clean(html, tags=nh3.ALLOWED_TAGS - {"img"}, url_schemes={"http", "https", "mailto"},
-                     link_rel="noopener noreferrer")
+    cleaned = nh3.clean(html, tags=nh3.ALLOWED_TAGS - {"img"}, url_schemes={"http", "https", "mailto"},
+                        link_rel="noopener noreferrer")
+    return REFUSED_LINK.sub(r"\1", cleaned)
 
 
 def load_notes(folder: Path | None) -> list[Note]:

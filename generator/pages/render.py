@@ -7,6 +7,7 @@ import datetime as dt
 import functools
 import hashlib
 import json
+import re
 from decimal import Decimal
 from functools import cache, lru_cache
 from importlib import resources
@@ -44,6 +45,28 @@ FORMATS = {
     "rate": lambda value, say: f"{say(value, 1)}/s",
     "ms": lambda value, say: f"{say(value * 1e3, 3, grouped=False)} ms",  # seconds shown in milliseconds: a decode step
 }
+
+# Bidirectional controls (embeddings, overrides, isolates): in a record, a note or a corpus they reorder what a reader
+# sees, "evil" read as "live" and the rest of the sentence backwards (Trojan Source, CVE-2021-42574). No template or
+# message holds one, so every one on a page came from what was recorded: each is shown as its code point instead.
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def visible_controls(text: str) -> str:
+    """Return TEXT with each bidirectional control shown as its code point ('[U+202E]'): markup stays markup."""
+    if not BIDI_CONTROLS.search(text):
+        return text
+    shown = BIDI_CONTROLS.sub(lambda found: f"[U+{ord(found.group()):04X}]", text)
+    return Markup(shown) if isinstance(text, Markup) else shown
+
+
+class Page(jinja2.Template):
+    """A template of the site: the page it renders shows every bidirectional control as its code point, wherever its
+    text came from (a value, a filter's markup, a note, a chart's data), in one place."""
+
+    def render(self, *args, **kwargs) -> str:
+        return visible_controls(super().render(*args, **kwargs))
+
 
 YES, NO, NOT_RECORDED, NO_ZONE = Text("yes"), Text("no"), Text("not recorded"), Text("(no time zone stated)")
 NO_ENTRIES = Text("no entries in this subgroup")
@@ -168,6 +191,7 @@ def _environment(code: str):
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                              bytecode_cache=_bytecode_cache(code), extensions=["jinja2.ext.i18n"],
                              finalize=_finalize(code))
+    env.template_class = Page
     env.install_gettext_translations(language.translations(code), newstyle=True)
     # The extension's newstyle gettext, without its second call through the template context: a trials page asks for
     # some thirty messages per trial, and that call was a third of the page's time.

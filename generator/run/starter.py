@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import os
+import shlex
 import statistics
 from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.core.files import write_atomically, writing
-from iteralab.declared.corpus import COLUMNS, load_corpus, token_counts
+from iteralab.declared.corpus import COLUMNS, guess_columns, load_corpus, token_counts
+from iteralab.declared.tables import left_to_fill
 from iteralab.run.runner import prepare
 from iteralab.run.summary import describe_plan
 from iteralab.store.records import NAME_PATTERN
@@ -78,6 +79,43 @@ target_modules = {targets}{targets_note}
 }
 
 
+TEMPLATE = """# Starter campaign written by `iteralab init --kind {kind}`. Paths are relative to this file's folder.
+# Check it with: iteralab run {shown} --dry-run
+campaign = "{name}"
+title = "{name}"
+
+[workload]
+kind = "{kind}"                         # {description}
+
+[corpus]
+path = "{corpus_path}"
+split = "final"                         # "tuning" while you tune settings; "final" for the decision
+{columns}
+[model]
+path = "{model_path}"
+{said_labels}{kind_table}
+[protocol]
+repetitions = 5
+max_length = {max_length}  # {max_length_note}
+padding = "longest"
+truncation = "{truncation}"
+seed = 1
+reference_variant = "{reference}"
+
+# Thresholds are yours to write: the protocol fixes them before any timing, so nothing here guesses one. For example:
+# [protocol.thresholds]
+# {metric} = {example}
+
+[protocol.buckets]                      # {buckets_note}
+{buckets}
+
+[protocol.warmup]
+batches = {warmup}
+
+{variants}"""
+DEFAULT_BUCKETS = 'short = 32\nmedium = 64\nlong = "rest"'
+
+
 def _relative(path: Path, folder: Path) -> str:
     """Return PATH relative to the campaign file's folder (where the runner resolves it), as POSIX text."""
     return Path(os.path.relpath(path.resolve(), folder.resolve())).as_posix()
@@ -94,24 +132,33 @@ def _buckets(counts: list[int]) -> str:
     return f'short = {low}\nmedium = {max(high, low + 1)}\nlong = "rest"' if high > low else f'short = {low}\nlong = "rest"'
 
 
-def _columns(corpus: Path | None) -> str:
-    """Return [corpus] lines for a CSV whose header lacks id or text: the columns to name, left to fill in, never guessed."""
-    if corpus is None or corpus.suffix.lower() != ".csv":
-        return ""
-    try:
-        with open(corpus, encoding="utf-8-sig", newline="") as handle:
-            header = next(csv.reader(handle), [])
-    except (OSError, UnicodeDecodeError):
-        return ""  # the dry run says what is wrong with the file, as run would
-    missing = [part for part in COLUMNS if part not in header]
-    if "id" not in missing and "text" not in missing:
-        return ""
-    names = ", ".join(header)
-    lines = [f'{part}_column = "FILL IN: the column of each entry\'s {part} (the header has {names})"'
-             for part in missing if part != "label"]
-    if "label" in missing:
+def _line(key: str, value: str, comment: str) -> str:
+    """Return a TOML line KEY = VALUE with COMMENT beside it, on one line whatever the corpus's cells hold."""
+    return f"{f'{key} = {json.dumps(value, ensure_ascii=False)}':<39} # {' '.join(comment.split())}"
+
+
+def _columns(corpus: Path | None, kind: str, given: dict[str, str], labels: list[str] | None):
+    """Return the [corpus] lines naming the columns, the columns to read the corpus with (None: it cannot be read until
+    they are named) and the columns found, each with how (given, its default name or guessed from the rows)."""
+    if corpus is None:
+        return "", {}, None
+    found = guess_columns(corpus, given, labels)
+    names = ", ".join(" ".join(column.split()) for column in found.header) or "none"  # said in a comment: one line
+    missing = [part for part in ("id", "text") if part not in found.named]
+    if kind != "classify":  # only a classification reads named columns
+        unnamed = missing or [part for part, column in found.named.items() if column != COLUMNS[part]]
+        if not unnamed:
+            return "", {}, found
+        return (f"# FILL IN: a {kind} campaign reads the columns id, text and label; rename your corpus's columns "
+                f"(its header has {names})\n", None, None)
+    lines = [_line(f"{part}_column", column, found.why[part] if found.why[part] == "as given" else f"guessed: {found.why[part]}")
+             for part, column in found.named.items() if column != COLUMNS[part]]
+    lines += [f"{part}_column = " + json.dumps(f"FILL IN: the column of each entry's {part} (the header has {names})",
+                                               ensure_ascii=False) for part in missing]
+    if "label" not in found.named:
         lines.append(f'# label_column = "..."                  # the gold labels\' column, if it has them ({names})')
-    return "\n".join(lines) + "\n"
+    named = {part: column for part, column in found.named.items() if column != COLUMNS[part]}
+    return "\n".join(lines) + "\n" if lines else "", None if missing else named, found
 
 
 def _model_facts(model: Path | None) -> dict:
@@ -131,18 +178,19 @@ def _model_facts(model: Path | None) -> dict:
             "targets": TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING.get(config.get("model_type"))}
 
 
-def _lengths(model: Path | None, corpus: Path | None, positions: int | None, train: Path | None) -> tuple[int, str, str]:
-    """Return max_length, the truncation rule and the buckets, from the corpus's token counts when both are given (the
-    training split's longest entry counts for max_length too)."""
+def _lengths(model: Path | None, corpus: Path | None, positions: int | None, train: Path | None,
+             columns: dict[str, str] | None = None) -> tuple[int, str, str] | None:
+    """Return max_length, the truncation rule and the buckets, from the corpus's token counts (read through its COLUMNS)
+    when both are given (the training split's longest entry counts for max_length too); None when they cannot be."""
     if model is None or corpus is None:
-        return 128, "truncate", 'short = 32\nmedium = 64\nlong = "rest"'
+        return None
     from transformers import AutoTokenizer
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
     except (OSError, ValueError) as error:
         raise UserError(f"cannot load the tokenizer from {model}: {str(error).splitlines()[0]}") from None
-    counts = list(token_counts(tokenizer, load_corpus(corpus).entries).values())
+    counts = list(token_counts(tokenizer, load_corpus(corpus, columns or None).entries).values())
     trained = list(token_counts(tokenizer, load_corpus(train).entries).values()) if train else []
     longest = max(counts + trained)
     if positions and longest > positions:
@@ -150,85 +198,84 @@ def _lengths(model: Path | None, corpus: Path | None, positions: int | None, tra
     return longest, "refuse", _buckets(counts)
 
 
-def starter_text(*, kind: str, name: str, folder: Path, model: Path | None = None, corpus: Path | None = None,
-                 train: Path | None = None) -> str:
-    """Return the commented campaign file for KIND, filled from MODEL, CORPUS (and TRAIN for adapt) where given."""
-    facts = _model_facts(model)
-    columns = _columns(corpus)
-    counted = None if columns else corpus  # a corpus whose columns are still to be named cannot be read yet
-    max_length, truncation, buckets = _lengths(model, counted, facts["positions"], train)
-    metric, example = THRESHOLDS[kind]
-    model_path = _relative(model, folder) if model else "FILL IN: your model folder"
-    corpus_path = _relative(corpus, folder) if corpus else "FILL IN: your corpus (.jsonl or .csv: id, text, label)"
+def _kind_table(kind: str, folder: Path, facts: dict, train: Path | None) -> str:
     labels = f"labels = {json.dumps(facts['labels'])}\n" if kind == "adapt" and facts["labels"] else (
         '# labels = ["negative", "positive"]   # FILL IN unless the model names them (id2label)\n' if kind == "adapt" else "")
-    kind_table = KIND_TABLES[kind].format(
+    return KIND_TABLES[kind].format(
         train=_relative(train, folder) if train else "FILL IN: your training split (.jsonl or .csv, every entry labelled)",
         labels_line=labels, targets=json.dumps(facts["targets"]) if facts["targets"] else '["query", "value"]',
         targets_note="  # peft's default for this architecture" if facts["targets"] else
         "  # FILL IN: your architecture's attention projections")
+
+
+def starter_text(*, kind: str, name: str, folder: Path, model: Path | None = None, corpus: Path | None = None,
+                 train: Path | None = None, shown: str | None = None, columns: dict[str, str] | None = None) -> str:
+    """Return the commented campaign file for KIND, filled from MODEL, CORPUS (and TRAIN for adapt) where given.
+
+    SHOWN: the campaign file's path as the user gave it (its first comment's command runs from where init ran); COLUMNS:
+    the corpus's columns given for id, text or label, the others found from its header and rows.
+    """
+    return _starter(kind=kind, name=name, folder=folder, model=model, corpus=corpus, train=train, shown=shown,
+                    columns=columns)[0]
+
+
+def _starter(*, kind, name, folder, model, corpus, train, shown, columns):
+    facts = _model_facts(model)
+    column_lines, named, found = _columns(corpus, kind, dict(columns or {}), facts["labels"])
+    sized = _lengths(model, corpus if named is not None else None, facts["positions"], train, named)
+    max_length, truncation, buckets = sized or (128, "truncate", DEFAULT_BUCKETS)
+    metric, example = THRESHOLDS[kind]
     said_labels = (f"# The model's labels (id2label): {', '.join(facts['labels'])}; the corpus's gold labels must be "
                    "these names.\n" if facts["labels"] and kind != "generate" else "")
-    return f'''# Starter campaign written by `iteralab init --kind {kind}`. Paths are relative to this file's folder.
-# Check it with: iteralab run {name}.toml --dry-run
-campaign = "{name}"
-title = "{name}"
-
-[workload]
-kind = "{kind}"                         # {WORKLOADS[kind].DESCRIPTION}
-
-[corpus]
-path = "{corpus_path}"
-split = "final"                         # "tuning" while you tune settings; "final" for the decision
-{columns}
-[model]
-path = "{model_path}"
-{said_labels}{kind_table}
-[protocol]
-repetitions = 5
-max_length = {max_length}  # {"the longest entry in tokens" if counted else "FILL IN: your longest entry in tokens"}
-padding = "longest"
-truncation = "{truncation}"
-seed = 1
-reference_variant = "{REFERENCE[kind]}"
-
-# Thresholds are yours to write: the protocol fixes them before any timing, so nothing here guesses one. For example:
-# [protocol.thresholds]
-# {metric} = {example}
-
-[protocol.buckets]                      # length buckets at the corpus's thirds of token counts
-{buckets}
-
-[protocol.warmup]
-batches = {0 if kind == "adapt" else 2}
-
-{VARIANTS[kind]}'''
+    text = TEMPLATE.format(
+        kind=kind, shown=shlex.quote(shown or f"{name}.toml"), name=name, description=WORKLOADS[kind].DESCRIPTION,
+        corpus_path=_relative(corpus, folder) if corpus else "FILL IN: your corpus (.jsonl or .csv: id, text, label)",
+        columns=column_lines, model_path=_relative(model, folder) if model else "FILL IN: your model folder",
+        said_labels=said_labels, kind_table=_kind_table(kind, folder, facts, train), max_length=max_length,
+        max_length_note="the longest entry in tokens" if sized else "FILL IN: your longest entry in tokens",
+        truncation=truncation, reference=REFERENCE[kind], metric=metric, example=example,
+        buckets_note="length buckets at the corpus's thirds of token counts" if sized else
+        "length buckets in tokens: defaults, not sized from a corpus (init sizes them from --model and --corpus)",
+        buckets=buckets, warmup=0 if kind == "adapt" else 2, variants=VARIANTS[kind])
+    return text, found
 
 
 def write_starter(*, kind: str, out: Path, model: Path | None = None, corpus: Path | None = None,
-                  train: Path | None = None, force: bool = False) -> Path:
-    """Write the starter campaign to OUT (refusing to overwrite unless FORCE); return its path."""
+                  train: Path | None = None, force: bool = False, id_column: str | None = None,
+                  text_column: str | None = None, label_column: str | None = None) -> Path:
+    """Write the starter campaign to OUT (refusing to overwrite unless FORCE); return its path.
+
+    ID_COLUMN, TEXT_COLUMN, LABEL_COLUMN: the corpus's columns for each part of an entry; those not given are found
+    from the corpus's header and rows (a column of long text, one unique on every row, one of few values).
+    """
+    return _write(kind=kind, out=out, model=model, corpus=corpus, train=train, force=force,
+                  columns={"id": id_column, "text": text_column, "label": label_column})[0]
+
+
+def _write(*, kind, out, model, corpus, train, force, columns) -> tuple[Path, object]:
     if kind not in WORKLOADS:
         raise UserError(f"--kind {kind!r}: the kinds there are: {', '.join(WORKLOADS)}")
-    out = Path(out).expanduser()
+    given, out = str(out), Path(out).expanduser()
     if out.suffix != ".toml":
         raise UserError(f"{out}: a campaign file ends in .toml")
     if out.exists() and not force:
         raise UserError(f"{out} exists: choose another name, or --force to replace it")
     if not NAME_PATTERN.match(out.stem):
         raise UserError(f"{out.stem!r}: the file's name is the campaign's, in letters, digits, '.', '_' or '-'")
-    text = starter_text(kind=kind, name=out.stem, folder=out.parent, model=model and Path(model).expanduser(),
-                        corpus=corpus and Path(corpus).expanduser(), train=train and Path(train).expanduser())
+    named = {part: column for part, column in columns.items() if column}
+    if named and corpus is None:
+        raise UserError(f"--{'/--'.join(f'{part}-column' for part in named)} name(s) a column of the corpus: give --corpus too")
+    text, found = _starter(kind=kind, name=out.stem, folder=out.parent, model=model and Path(model).expanduser(),
+                           corpus=corpus and Path(corpus).expanduser(), train=train and Path(train).expanduser(),
+                           shown=given, columns=named)
     with writing(out, "the campaign file"):
         write_atomically(out, text.encode("utf-8"))
-    return out
+    return out, found
 
 
 def to_fill_in(path: Path) -> list[str]:
     """Return each line of the starter that still says FILL IN, with its file and line number."""
-    with open(path, encoding="utf-8", newline="") as handle:
-        lines = handle.read().split("\n")
-    return [f"{path}:{number}: {line.strip()}" for number, line in enumerate(lines, start=1) if "FILL IN" in line]
+    return [f"{path}:{number}: {line}" for number, line in left_to_fill(path)]
 
 
 def dry_run(path: Path, runs_dir: Path) -> tuple[bool, str]:
@@ -240,21 +287,33 @@ def dry_run(path: Path, runs_dir: Path) -> tuple[bool, str]:
 
 
 def init_campaign(*, kind: str, out: Path, runs_dir: Path, model: Path | None = None, corpus: Path | None = None,
-                  train: Path | None = None, force: bool = False) -> dict:
-    """Write the starter campaign, then check it as run --dry-run does; return what was written and what is left."""
-    path = write_starter(kind=kind, out=out, model=model, corpus=corpus, train=train, force=force)
+                  train: Path | None = None, force: bool = False, id_column: str | None = None,
+                  text_column: str | None = None, label_column: str | None = None) -> dict:
+    """Write the starter campaign, then check it as run --dry-run does; return what was written and what is left.
+
+    ID_COLUMN, TEXT_COLUMN, LABEL_COLUMN: the corpus's columns as given; the others are guessed from its header and rows,
+    and ``columns`` says which column was taken for each part of an entry, and why.
+    """
+    path, found = _write(kind=kind, out=out, model=model, corpus=corpus, train=train, force=force,
+                         columns={"id": id_column, "text": text_column, "label": label_column})
     would_run, said = dry_run(path, runs_dir)
-    return {"campaign_file": str(path), "kind": kind, "to_fill_in": to_fill_in(path), "would_run": would_run,
-            "dry_run": said}
+    columns = {part: {"column": column, "found": found.why[part]} for part, column in found.named.items()} if found else {}
+    return {"campaign_file": str(path), "kind": kind, "columns": columns, "to_fill_in": to_fill_in(path),
+            "would_run": would_run, "dry_run": said}
 
 
 def describe_init(data: dict) -> str:
-    """Say where the starter is, what is left to fill in, and what the dry run found."""
+    """Say where the starter is, which columns of the corpus it reads, what is left to fill in, and what the dry run found."""
     lines = [f"Wrote {data['campaign_file']} ({data['kind']}); its paths are relative to its folder."]
+    guessed = {part: found for part, found in data.get("columns", {}).items() if found["found"] != "its default name"}
+    if guessed:
+        lines.append("Columns of the corpus (check them under [corpus]):")
+        lines += [f"  {part}: {found['column']} ({'given' if found['found'] == 'as given' else 'guessed: ' + found['found']})"
+                  for part, found in guessed.items()]
     if data["to_fill_in"]:
         lines += ["To fill in:", *(f"  {line}" for line in data["to_fill_in"])]
     lines.append("Thresholds are yours to write under [protocol.thresholds], before any timing: none was guessed.")
     lines.append(("The dry run passes: " if data["would_run"] else "The dry run stops here: ") + data["dry_run"])
     if data["would_run"]:
-        lines.append(f"Next: iteralab run {data['campaign_file']}")
+        lines.append(f"Next: iteralab run {shlex.quote(data['campaign_file'])}")
     return "\n".join(lines)

@@ -4,6 +4,7 @@ whether a decision still holds."""
 from __future__ import annotations
 
 import datetime as dt
+import html
 import re
 import uuid
 
@@ -11,7 +12,7 @@ from iteralab.core import language
 from iteralab.core.language import Text
 from iteralab.pages.figures import chart
 from iteralab.pages.questions import chart_rows, of_models
-from iteralab.pages.render import jinja_environment
+from iteralab.pages.render import jinja_environment, visible_controls
 from iteralab.site.output import Writer
 from iteralab.store.questions import shown_value
 
@@ -49,8 +50,16 @@ def write_questions(writer: Writer, asked: list[dict], answers: dict, common: di
 
 
 def _xml(text) -> str:
-    """Return TEXT as XML 1.0 can carry it: a control character or a lone surrogate from a record becomes U+FFFD."""
-    return re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]", "\ufffd", str(text))
+    """Return TEXT as XML 1.0 can carry it: a control character or a lone surrogate from a record becomes U+FFFD, and a
+    bidirectional control is shown as its code point (as on the pages), so a feed reader shows the text as recorded."""
+    return visible_controls(re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]", "\ufffd", str(text)))
+
+
+def _html(text) -> str:
+    """Return TEXT for an entry's summary, which feedgenerator declares type="html": escaped as HTML here, then as XML by
+    feedgenerator, so that a reader that unescapes the XML finds text, never markup (#60: a CPU model string holding
+    '"><img src=x onerror=alert(1)>' reached feedparser as an <img>)."""
+    return html.escape(_xml(text), quote=False)
 
 
 def _moment(text: str | None) -> dt.datetime:
@@ -100,7 +109,7 @@ def feed_bytes(summaries: dict, answers: dict, asked: list[dict], failed: dict, 
         if name in failed or not summary.get("last_at"):
             continue
         feed.add_item(title=_xml(Text("Decision: {title} ({name})", title=summary["title"], name=name).say(code)),
-                      link=f"{base}campaigns/{name}/decision.html", description=_xml(answers.get(name, "")),
+                      link=f"{base}campaigns/{name}/decision.html", description=_html(answers.get(name, "")),
                       unique_id=_entry_id(code, "decision", name, summary["last_at"]), pubdate=_moment(summary["last_at"]),
                       updateddate=_moment(summary["last_at"]))
     for page in asked:
@@ -110,7 +119,7 @@ def feed_bytes(summaries: dict, answers: dict, asked: list[dict], failed: dict, 
                 feed.add_item(title=_xml(Text("The answer changed: {title} ({name})", title=page["title"],
                                               name=revision["name"]).say(code)),
                               link=f"{base}questions/{page['question']}.html#revision-{revision['name']}",
-                              description=_xml(Text("{name} asks the question of {before} again; its answer: {answer}",
+                              description=_html(Text("{name} asks the question of {before} again; its answer: {answer}",
                                                     name=revision["name"], before=revision["before"],
                                                     answer=str(answers.get(revision["name"], ""))).say(code)),
                               unique_id=_entry_id(code, "changed", revision["name"], at or ""), pubdate=_moment(at),

@@ -78,10 +78,14 @@ def gold_labels(corpus, labels: list[str], source) -> dict[str, str | None]:
 def check_corpus(corpus, model: dict, campaign) -> None:
     """Refuse gold labels the model cannot predict, and thresholds on a corpus without gold labels."""
     gold = gold_labels(corpus, model["labels"], campaign.corpus_path)
-    unknown = sorted({label for label in gold.values() if label is not None} - set(model["labels"]))
-    if unknown:
-        raise UserError(f"{campaign.corpus_path}: gold label(s) {', '.join(unknown)} are not labels of the model "
-                        f"({', '.join(model['labels'])})")
+    lacking = [entry for entry in corpus.entries if gold[entry.id] is not None and gold[entry.id] not in model["labels"]]
+    if lacking:
+        first, unknown = lacking[0], sorted({gold[entry.id] for entry in lacking})
+        where = f"{campaign.corpus_path}:{first.line}" if first.line else str(campaign.corpus_path)
+        others = (f"; {len(lacking)} entries have a label the model lacks ({', '.join(map(repr, unknown))})"
+                  if len(lacking) > 1 else "")
+        raise UserError(f"{where}: id {first.id!r} has gold label {gold[first.id]!r}, which is not a label of the model "
+                        f"({', '.join(model['labels'])}){others}: write each gold label as one of the model's labels")
     if campaign.protocol["thresholds"] and not corpus.labelled:
         raise UserError(f"{campaign.source}: [protocol] thresholds on {', '.join(campaign.protocol['thresholds'])} need "
                         f"gold labels, but {campaign.corpus_path} has entries without a label; a campaign without "
