@@ -7,7 +7,7 @@ from pathlib import Path
 
 from iteralab.core import processes
 from iteralab.core.language import Text
-from iteralab.ledger import references
+from iteralab.ledger import references, torn_writes
 from iteralab.money import compatibility
 from iteralab.money.schedule import rental_period
 from iteralab.store import reading
@@ -73,9 +73,15 @@ def _outside_period(view: CampaignView, rental: dict, run_id: str, where: str) -
                  end=end.isoformat())]
 
 
-def check_folder(runs_dir: Path | str) -> reading.Loaded:
-    """Load the runs folder as check reads it: every record problem, then every campaign's rental problems."""
+def check_folder(runs_dir: Path | str, torn: list | None = None) -> reading.Loaded:
+    """Load the runs folder as check reads it: every record problem, then every campaign's rental problems.
+
+    A records line that a kill cut off and run --resume closed and named is no problem: TORN, when given, receives each.
+    """
     loaded = reading.load(runs_dir)
+    found = torn_writes.set_apart(runs_dir, loaded)
+    if torn is not None:
+        torn += found
     # Views of every campaign allocate millions of objects beside the records, which die by reference count: the cyclic
     # collector only scanned the records again and again (at 204,000 records, a third of a check).
     with processes.collector_paused():

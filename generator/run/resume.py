@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
 from iteralab.machine.placement import PER_CARD, cards_of, devices_used, placement_of
+from iteralab.run import leftovers
 from iteralab.store import records
 from iteralab.store.configuration import configuration_of
 from iteralab.store.disturbance import rerun_targets
@@ -188,3 +190,34 @@ def resumption_record(state: Resumption, environment: dict) -> dict:
         finished=len(state.finished), remaining=len(state.remaining), hostname=environment.get("hostname"),
         retried=[step[3] for step in state.remaining if step[3]],
         warmup=WARMUP_AGAIN)
+
+
+def continue_run(state: Resumption, runs_dir: Path, existing: list[dict], environment: dict, signals, result,
+                 warn=None) -> None:
+    """Record that the run goes on, with a failure row for each trial in flight, and set aside the files its interrupted
+    trials left, which no record refers to; fill RESULT (the runner's RunResult) as it goes and WARN of what moved.
+    SIGNALS holds SIGINT and SIGTERM until all of it is done.
+
+    The resumption record is appended first: a records line the kill cut off is closed by that same write, which names
+    it (file, line, bytes, sha256), so no reader ever meets the fragment closed and unnamed. The rows are made first, so
+    that their times come before the resumption's, as the moment the process ended did.
+    """
+    manifest = state.manifest
+    now = records.utc_now()
+    rows = [interrupted_row(manifest, start, now) for start in state.in_flight]
+    result.resumed = resumption_record(state, environment)
+    with signals.held():
+        torn = leftovers.torn_tail(runs_dir, records.records_file(runs_dir, manifest["campaign"], manifest["run_id"]))
+        if torn:
+            result.resumed["torn"] = [torn]
+        moved, failed = leftovers.set_aside(runs_dir, manifest["campaign"], result.resumed["record_id"],
+                                            leftovers.own(runs_dir, manifest["campaign"], existing, manifest["run_id"]))
+        if moved:
+            result.resumed["set_aside"] = moved
+        for record in (result.resumed, *rows):
+            result.records_file = signals.append(runs_dir, record)
+        result.trials += rows
+        for line in ([leftovers.said(moved)] if moved else []) + failed:
+            result.warnings.append(line)
+            if warn:
+                warn(line)

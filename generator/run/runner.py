@@ -39,7 +39,7 @@ from iteralab.run.campaign import (
     refuse_changed_protocol,
     rotation,
 )
-from iteralab.run.resume import Resumption, find_resumable, interrupted_row, resumption_record, start_record
+from iteralab.run.resume import Resumption, continue_run, find_resumable, start_record
 from iteralab.run.signals import Signals
 from iteralab.run.stages import SKIPPED, STAGE_PHASE, StageFailed, failure_message, validate_all
 from iteralab.run.summary import Progress, plan_data
@@ -216,14 +216,9 @@ def run_campaign(*, campaign_file: Path | str, runs_dir: Path | str = DEFAULT_RU
     steps = state.remaining if state else [(n, name, rep, None) for n, (name, rep) in enumerate(prepared.plan, start=1)]
     with Signals() as signals:
         try:
-            if state:
-                now = records.utc_now()
-                for start in state.in_flight:
-                    result.trials.append(interrupted_row(manifest, start, now))
-                    result.records_file = signals.append(runs_dir, result.trials[-1])
+            if state:  # the resumption record, a failure row per trial in flight, their files set aside
                 result.earlier = [r for r in prepared.existing if r["kind"] == "trial" and r["manifest_id"] == manifest["record_id"]]
-                result.resumed = resumption_record(state, prepared.environment)
-                result.records_file = signals.append(runs_dir, result.resumed)
+                continue_run(state, runs_dir, prepared.existing, prepared.environment, signals, result, warn)
             else:
                 result.records_file = signals.append(runs_dir, manifest)
             for done, (sequence, name, repetition, retry_of) in enumerate(steps, start=1):  # a trial, or a set per card (#44)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from pathlib import Path
 
@@ -13,7 +14,12 @@ class Signals:
     """Turn SIGINT/SIGTERM into Interrupted, but never while a record is being appended."""
 
     def __init__(self):
-        self.received, self.delivered, self.protected, self.previous = None, False, False, {}
+        self.received, self.delivered, self.held_by, self.previous = None, False, 0, {}
+
+    @property
+    def protected(self) -> bool:
+        """Tell whether a signal now waits for the end of a held block (a record appended, files set aside)."""
+        return self.held_by > 0
 
     def __enter__(self):
         for number in (signal.SIGINT, signal.SIGTERM):
@@ -32,12 +38,18 @@ class Signals:
             self.delivered = True
             raise Interrupted(self.received)
 
-    def append(self, runs_dir: Path, record: dict) -> Path:
-        self.protected = True
+    @contextlib.contextmanager
+    def held(self):
+        """Run the block whole: a signal received meanwhile stops the run when the outermost held block ends."""
+        self.held_by += 1
         try:
-            return records.append(runs_dir, record)
+            yield
         finally:
-            self.protected = False
-            if self.received and not self.delivered:
+            self.held_by -= 1
+            if not self.held_by and self.received and not self.delivered:
                 self.delivered = True
                 raise Interrupted(self.received)
+
+    def append(self, runs_dir: Path, record: dict) -> Path:
+        with self.held():
+            return records.append(runs_dir, record)

@@ -34,21 +34,27 @@ def _sha256(path: Path) -> str:
 def export(model, tokenizer, place, method: str) -> dict:
     """Save the trained model (LoRA: the adapter alone) under the trial's id; return its files with their bytes and hashes.
 
-    Written into a .partial folder renamed at the end, so a trial stopped mid-export leaves no folder that looks whole.
+    Written into a .partial folder renamed when whole: a folder under the trial's id holds every file. An export stopped
+    by a signal or an error removes its .partial folder. A kill leaves it, or, between the rename and the trial record, a
+    whole folder that no record names: check lists both as safe to remove, run --resume sets them aside (run.leftovers).
     """
     relative = f"{place.campaign}/models/{place.trial_id}"
     target = place.runs_dir / relative
     partial = target.with_name(target.name + ".partial")
     with writing(partial / "config.json", "the exported model"):
-        model.save_pretrained(partial)
-        if method != "lora":
-            tokenizer.save_pretrained(partial)
-        files = sorted(path for path in partial.rglob("*") if path.is_file())
-        listed = [{"name": path.relative_to(partial).as_posix(), "bytes": path.stat().st_size, "sha256": _sha256(path)}
-                  for path in files]
-        for path in files:  # on disk before the record says it exists
-            with open(path, "rb") as handle:
-                os.fsync(handle.fileno())
+        try:
+            model.save_pretrained(partial)
+            if method != "lora":
+                tokenizer.save_pretrained(partial)
+            files = sorted(path for path in partial.rglob("*") if path.is_file())
+            listed = [{"name": path.relative_to(partial).as_posix(), "bytes": path.stat().st_size, "sha256": _sha256(path)}
+                      for path in files]
+            for path in files:  # on disk before the record says it exists
+                with open(path, "rb") as handle:
+                    os.fsync(handle.fileno())
+        except BaseException:  # SIGTERM (Interrupted), a full disk: the trial's record says it stopped, nothing is left
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
         if target.exists():
             shutil.rmtree(target)
         partial.rename(target)
