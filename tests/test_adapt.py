@@ -151,7 +151,7 @@ def test_a_validation_entry_seen_in_training_is_refused_before_any_timing(model,
     campaign = write_adaptation_campaign(tmp_path, model)
     validation = corpus_rows(60, seed=3)[40:]
     write_corpus(tmp_path / "tiny-adapt-train.jsonl", corpus_rows(60, seed=3)[:39] + validation[:1])
-    with pytest.raises(UserError, match=r"1 validation entries are also in the training split .*first: doc-040"):
+    with pytest.raises(UserError, match=r"1 validation entry is also in the training split .*\(same id or text\): doc-040;"):
         runner.prepare(campaign, tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
 
@@ -173,12 +173,12 @@ def test_a_model_that_cannot_be_adapted_as_declared_is_refused(tmp_path):
         runner.prepare(unlabelled, tmp_path / "runs")
     # The encoder's new head must be trained: a subset that leaves it out would validate a random classifier.
     subset = write_adaptation_campaign(tmp_path, tmp_path / "encoder", name="subset", adaptation=(
-        'labels = ["neg", "pos"]\nsubset = ["bert.encoder"]\n'), variants=(
+        'labels = ["neg", "pos"]\nnew_head = true\nsubset = ["bert.encoder"]\n'), variants=(
         '\n[[variants]]\nname = "top"\nbatch_size = 8\nmethod = "subset"\n'))
     with pytest.raises(UserError, match=r"method subset would leave classifier.bias, classifier.weight at the random"):
         runner.prepare(subset, tmp_path / "runs")
     found = runner.prepare(write_adaptation_campaign(tmp_path, tmp_path / "encoder", name="ok", adaptation=(
-        'labels = ["neg", "pos"]\n')), tmp_path / "runs").model
+        'labels = ["neg", "pos"]\nnew_head = true\n')), tmp_path / "runs").model
     assert found["initialised_for_training"] == ["classifier.bias", "classifier.weight"]
     assert found["architecture"] == "BertForSequenceClassification" and found["saved_architectures"] == ["BertModel"]
     lm = build_causal_lm(tmp_path / "lm")

@@ -131,6 +131,9 @@ def test_the_demo_adaptation_runs_validates_against_its_threshold_and_is_on_the_
     (tmp_path / "training.json").write_text(json.dumps(classifier), encoding="utf-8")
     demo_adapt.save_encoder(base, tmp_path / "encoder")
     campaign_file = demo_adapt.prepare_adaptation(workspace=tmp_path, model_dir=tmp_path / "encoder")
+    # The encoder has no head: its campaign declares the new one it trains (#61), as the demo's classifier needs none.
+    campaign_file.write_text(campaign_file.read_text(encoding="utf-8").replace(
+        'train = "train.jsonl"\n', 'train = "train.jsonl"\nnew_head = true\n', 1), encoding="utf-8")
     training = json.loads((campaign_file.parent / "training.json").read_text(encoding="utf-8"))
     assert (training["heldout_accuracy"], training["heldout_entries"]) == (0.5, 386)
     assert len(load_corpus(campaign_file.parent / "validation.jsonl").entries) == 32

@@ -144,9 +144,26 @@ def test_sampling_runs_once_per_listed_seed_and_keeps_each_seeds_outputs_apart(c
 
 
 @pytest.mark.slow
-def test_a_variant_whose_longest_prompts_do_not_fit_fails_its_last_stage_and_the_others_are_timed(tmp_path):
-    """The model holds 24 positions; the longest prompts reach 33 tokens at batch 4, the shortest fit at batch 1."""
-    model = build_causal_lm(tmp_path / "lm", positions=24)
+def test_a_variant_whose_longest_prompts_do_not_fit_fails_its_last_stage_and_the_others_are_timed(tmp_path, monkeypatch):
+    """A model that fails past 24 positions (an IndexError, as a table of positions raises) under max_length 40: the
+    longest prompts (33 tokens) fail at batch 4, the shortest fit at batch 1. A max_length beyond the model's own positions
+    is refused before any stage (#61), so the model's failure stands in here."""
+    from iteralab.workloads import generate
+
+    real_load = generate.load_model
+
+    def load(model_dir, variant, protocol):
+        tokenizer, model = real_load(model_dir, variant, protocol)
+
+        def past_24(module, args, kwargs):
+            if kwargs.get("position_ids") is not None and int(kwargs["position_ids"].max()) >= 24:
+                raise IndexError("index out of range in self")
+
+        model.register_forward_pre_hook(past_24, with_kwargs=True)
+        return tokenizer, model
+
+    monkeypatch.setattr(generate, "load_model", load)
+    model = build_causal_lm(tmp_path / "lm")
     rows = [*corpus_rows(12), {"id": "long-1", "text": " ".join(WORDS[:25]), "label": "pos"}]
     corpus = write_corpus(tmp_path / "corpus.jsonl", rows)
     path = write_generation_campaign(tmp_path, model, corpus, repetitions=1, batch_sizes=(1, 4))
@@ -158,6 +175,7 @@ def test_a_variant_whose_longest_prompts_do_not_fit_fails_its_last_stage_and_the
     assert [stage["outcome"] for stage in stages["b4"]["stages"]] == ["ok", "ok", "error"]
     b4 = next(t for t in result.trials if t["variant"] == "b4")
     assert b4["status"] == "error" and b4["failed_phase"] == "validation_stages" and "longest validation stage" in b4["error"]
+    assert "on a batch of 4 entries (" in b4["error"]  # the failing batch's ids and tokens, beside the error (#61)
     assert reading.load(tmp_path / "runs").problems == []
 
 

@@ -170,7 +170,7 @@ def test_the_campaign_page_shows_each_configurations_generation_figures_over_its
         rates = [trial["generation"]["output_tokens_per_s"] for trial in trials]
         prefill = [trial["generation"]["prefill_s_per_batch"] * 1e3 for trial in trials]
         rate, prefill_cell, _, inputs, outputs, cut, eos, agreement, reference = rows[variant]
-        assert rate == (f"{statistics.median(rates):,.1f}/s {min(rates):,.1f}/s – {max(rates):,.1f}/s")
+        assert rate == (f"{statistics.median(rates):,.1f} tokens/s {min(rates):,.1f} tokens/s – {max(rates):,.1f} tokens/s")
         assert prefill_cell == f"{statistics.median(prefill):.3f} ms {min(prefill):.3f} ms – {max(prefill):.3f} ms"
         assert (inputs, outputs) == ("344 344 – 344", "96 96 – 96")
         # Random weights: every output runs to max_new_tokens; each cut output is counted, never hidden.
@@ -239,7 +239,7 @@ def test_a_trials_page_shows_prefill_and_decode_in_run_order_its_figures_and_its
     said = {dt.get_text(): dt.find_next_sibling("dd").get_text(" ", strip=True) for dt in figures.select("dt")}
     generation = trial["generation"]
     assert said["Outputs"] == "24" and said["Cut by max_new_tokens"] == "24" and said["Stopped at end of sequence"] == "0"
-    assert said["Output tokens per second"] == f"{generation['output_tokens_per_s']:,.1f}/s"
+    assert said["Output tokens per second"] == f"{generation['output_tokens_per_s']:,.1f} tokens/s"  # its unit (#61)
     assert said["KV cache: measured"].startswith(f"{generation['kv_cache']['measured_bytes']:,} B")  # on any device (#63)
     assert said["KV cache: estimate"].startswith(f"{generation['kv_cache']['estimate_bytes']:,} B")
     quality = section.find(id=f"{trial['record_id']}-quality")
@@ -305,8 +305,8 @@ def test_decide_says_tokens_per_second_beside_the_corpus_time_ranked_by_the_same
 def test_the_decision_and_question_pages_say_tokens_per_second_beside_the_corpus_time(site):
     decision = page(site, "campaigns", GPU, "decision.html")
     details = [cells(row)[4] for row in decision.select("table.decision-details tbody tr")]
-    assert details == ["1.200 s 1.100 s · 1.300 s Output tokens per second: 122.0/s 121.0/s – 123.0/s",
-                       "2.200 s 2.100 s · 2.300 s Output tokens per second: 42.0/s 41.0/s – 43.0/s"]
+    assert details == ["1.200 s 1.100 s · 1.300 s Output tokens per second: 122.0 tokens/s 121.0 tokens/s – 123.0 tokens/s",
+                       "2.200 s 2.100 s · 2.300 s Output tokens per second: 42.0 tokens/s 41.0 tokens/s – 43.0 tokens/s"]
     question = page(site, "questions", f"{GPU}.html")
     table = question.select_one("#chart-revision-medians table")
     assert [th.get_text() for th in table.select("thead th")] == ["revision", "configuration", "seconds",

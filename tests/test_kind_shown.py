@@ -27,10 +27,18 @@ KLASIFIKASI = ("Jenis pekerjaan: classify — memberi label pada setiap teks dar
                "fine-tuning")
 
 
+# What a generation manifest's protocol holds, as the runner writes it (the schema requires it of a generate manifest).
+GENERATION = {"decoding": "greedy", "kv_cache": True, "max_new_tokens": 4, "padding_side": "left",
+              "prompt_template": "{text} ->", "reference_metric": "normalised", "sampling": None,
+              "stop": "the end-of-sequence token, or max_new_tokens"}
+
+
 def _of_kind(kind: str | None, campaign: str, run_id: str, **options) -> dict:
     manifest = factory.manifest(campaign, run_id, **options)
     if kind is not None:
         manifest["workload"] = {"kind": kind}
+    if kind == "generate":
+        manifest["protocol"]["generation"] = dict(GENERATION)
     return manifest
 
 

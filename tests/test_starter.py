@@ -79,3 +79,25 @@ def test_init_writes_the_starter_and_says_what_is_left_then_run_works(tmp_path, 
     filled = [line.split(": ", 1)[1].split("=")[0].strip() for line in data["to_fill_in"]]
     assert code == 0 and not data["would_run"] and filled == ["path", "path", "train", "# labels", "target_modules",
                                                               "max_length"]
+
+
+@pytest.mark.slow
+def test_an_adaptation_starter_of_a_bare_encoder_declares_its_new_head_and_no_warm_up(tmp_path):
+    """Regression for #61: init --kind adapt wrote [protocol.warmup], which an adaptation does not use, and nothing for
+    a folder without a classifier head, so its own dry run was refused."""
+    from transformers import BertModel
+
+    classifier = build_model(tmp_path / "classifier")
+    encoder = tmp_path / "encoder"
+    BertModel.from_pretrained(classifier).save_pretrained(encoder)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (classifier / name).is_file():
+            (encoder / name).write_bytes((classifier / name).read_bytes())
+    rows = corpus_rows(60, seed=3)
+    train, validation = write_corpus(tmp_path / "train.jsonl", rows[:40]), write_corpus(tmp_path / "v.jsonl", rows[40:])
+    path = write_starter(kind="adapt", out=tmp_path / "tune.toml", model=encoder, corpus=validation, train=train)
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    assert data["adaptation"]["new_head"] is True and "warmup" not in data["protocol"]
+    assert dry_run(path, tmp_path / "runs")[0]
+    with_head = write_starter(kind="adapt", out=tmp_path / "head.toml", model=classifier, corpus=validation, train=train)
+    assert "new_head" not in tomllib.loads(with_head.read_text(encoding="utf-8"))["adaptation"]

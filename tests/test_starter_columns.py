@@ -125,7 +125,7 @@ def test_a_gold_label_the_model_lacks_is_refused_naming_the_entry_and_its_line(t
 def test_init_takes_the_columns_by_name_from_the_command_line(tmp_path, tiny_model, cli, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _feedback(Path("data/feedback.csv"))
-    code, out, err = cli("init", "campaigns/named.toml", "--model", tiny_model, "--corpus", "data/feedback.csv",
+    code, _, err = cli("init", "campaigns/named.toml", "--model", tiny_model, "--corpus", "data/feedback.csv",
                          "--id-column", "review_no", "--text-column", "body", "--label-column", "source", "--json")
     assert code == 0, err
     written = tomllib.loads(Path("campaigns/named.toml").read_text(encoding="utf-8"))

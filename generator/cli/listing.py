@@ -16,7 +16,8 @@ def runs_command(campaign, runs, as_json):
     """List a campaign's runs: the ids rental add --run takes, and which are unfinished (run --resume)."""
     view = listing.campaign_view_of(runs, campaign)
     rows = listing.run_rows(view)
-    emit(as_json, {"campaign": campaign, "runs": rows}, listing.describe_runs(view, rows))
+    # The text only where it is printed: --json never depends on it (#62: a row the text could not say broke --json too).
+    emit(as_json, {"campaign": campaign, "runs": rows}, "" if as_json else listing.describe_runs(view, rows))
 
 
 @click.command()
@@ -29,4 +30,4 @@ def trials(campaign, accepted, run_id, runs, as_json):
     """List a campaign's trials: the ids deliver and exclude take, with configuration, status and window."""
     view = listing.campaign_view_of(runs, campaign)
     rows = listing.trial_rows(view, accepted=accepted, run_id=run_id)
-    emit(as_json, {"campaign": campaign, "trials": rows}, listing.describe_trials(view, rows))
+    emit(as_json, {"campaign": campaign, "trials": rows}, "" if as_json else listing.describe_trials(view, rows))

@@ -1,9 +1,10 @@
 """What else used the machine during a measured window, read from the machine before and after it (#49).
 
 Host: the CPU time other processes used on the cores this process may run on (/proc/stat's busy time of those cores
-less this process's own CPU time), how long this process's threads waited for a CPU (/proc/self/task/*/schedstat), the
-busiest other processes (/proc/PID/stat), the load average at the start and the end, the CPU frequency against its
-maximum, and the threads torch used. GPU: see gpu_watch. What cannot be read is None with its reason, never 0.
+less this process's own CPU time, and of it what no process used: steal and interrupts), how long this process's threads
+waited for a CPU (/proc/self/task/*/schedstat), the other processes that used the most CPU time in the window
+(/proc/PID/stat: those started in it, and children that ended in it through their parent), the load average at the
+start and the end, the CPU frequency against its maximum, and the threads torch used. GPU: see gpu_watch. What cannot be read is None with its reason, never 0.
 The samples are taken outside the timed interval: the window's duration does not include them.
 """
 
@@ -13,6 +14,7 @@ import contextlib
 import os
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from iteralab.core.language import Text
 from iteralab.machine import gpu_watch
@@ -25,19 +27,22 @@ BUSIEST = 8  # other processes named per window, the busiest first
 NO_PROC = Text("not read: this system has no readable /proc (Linux only)")
 
 
-def _cpu_ticks(cores: set[int]) -> int | None:
-    """Busy ticks (all but idle and iowait) summed over CORES, from /proc/stat; None where it cannot be read."""
+def _cpu_ticks(cores: set[int]) -> dict | None:
+    """Busy ticks (all but idle and iowait) summed over CORES, from /proc/stat, with those of them no process used:
+    interrupts (irq, softirq) and steal (a hypervisor running other machines); None where it cannot be read."""
     try:
         lines = (PROC / "stat").read_text().splitlines()
     except OSError:
         return None
-    busy = 0
+    ticks = {"busy": 0, "interrupts": 0, "steal": 0}
     for line in lines:
         name, *values = line.split()
         if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cores:
-            fields = [int(value) for value in values[:8]]  # user nice system idle iowait irq softirq steal
-            busy += sum(fields) - fields[3] - fields[4]
-    return busy
+            fields = [int(value) for value in values[:8]] + [0] * (8 - len(values[:8]))  # user nice system idle
+            ticks["busy"] += sum(fields) - fields[3] - fields[4]  # iowait irq softirq steal
+            ticks["interrupts"] += fields[5] + fields[6]
+            ticks["steal"] += fields[7]
+    return ticks
 
 
 def _waited_ns() -> dict[str, int]:
@@ -50,8 +55,19 @@ def _waited_ns() -> dict[str, int]:
     return waited
 
 
-def _processes() -> dict[int, tuple[str, int, int]]:
-    """Every other process's name, CPU ticks so far (utime + stime) and the CPU it last ran on, from /proc/PID/stat."""
+class Process(NamedTuple):
+    """One other process as /proc/PID/stat gives it at a sample."""
+
+    name: str
+    ticks: int  # CPU ticks so far, all its threads (utime + stime)
+    last_cpu: int  # the CPU it last ran on
+    parent: int
+    start: int  # ticks after boot it started at: a pid used again is another process
+    children: int  # ticks of the children it has waited for (cutime + cstime): those ended during the window count here
+
+
+def _processes() -> dict[int, Process]:
+    """Every other process at this moment, from /proc/PID/stat."""
     found, own = {}, os.getpid()
     with contextlib.suppress(OSError):
         for entry in PROC.iterdir():
@@ -59,7 +75,8 @@ def _processes() -> dict[int, tuple[str, int, int]]:
                 with contextlib.suppress(OSError, ValueError, IndexError):
                     text = (entry / "stat").read_text()
                     name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
-                    found[int(entry.name)] = (name, int(rest[11]) + int(rest[12]), int(rest[36]))  # last CPU
+                    found[int(entry.name)] = Process(name, int(rest[11]) + int(rest[12]), int(rest[36]), int(rest[1]),
+                                                     int(rest[19]), int(rest[13]) + int(rest[14]))
     return found
 
 
@@ -103,9 +120,12 @@ def host_figures(start: dict, end: dict) -> dict:
         figures["reasons"]["other_cpu_share"] = NO_PROC
     else:
         # /proc/stat counts in ticks (1/TICKS s): a share is uncertain by about two ticks over the window.
-        other = max(0.0, (end["busy_ticks"] - start["busy_ticks"]) / TICKS - own)
+        other = max(0.0, (end["busy_ticks"]["busy"] - start["busy_ticks"]["busy"]) / TICKS - own)
         figures.update(other_cpu_s=round(other, 4), other_cpu_share=round(other / wall, 4),
-                       resolution_s=round(2 / TICKS, 4))
+                       resolution_s=round(2 / TICKS, 4),
+                       # Of the other time, what no process of this machine used (#61: the busiest named did not add up)
+                       **{f"{part}_share": round((end["busy_ticks"][part] - start["busy_ticks"][part]) / TICKS / wall, 4)
+                          for part in ("steal", "interrupts")})
     if not end["waited"] or wall <= 0:
         figures.update(waited_s=None, waited_share=None)
         figures["reasons"]["waited_share"] = Text("not read: /proc/self/task/*/schedstat is missing (a kernel without "
@@ -113,17 +133,37 @@ def host_figures(start: dict, end: dict) -> dict:
     else:
         waited = sum(ns - start["waited"].get(tid, 0) for tid, ns in end["waited"].items()) / 1e9
         figures.update(waited_s=round(waited, 4), waited_share=round(waited / wall, 4))
-    figures["busiest_others"] = _busiest(start["processes"], end["processes"], wall, start["cores"])
+    used = _used(start["processes"], end["processes"]) if wall > 0 else []
+    figures["processes_cpu_share"] = round(sum(item[0] for item in used) / TICKS / wall, 4) if wall > 0 else None
+    figures["busiest_others"] = [
+        {"pid": pid, "name": process.name, "cpu_share": round(ticks / TICKS / wall, 3),
+         "ended_children_cpu_share": round(children / TICKS / wall, 3), "started_in_window": fresh,
+         "on_watched_cores": process.last_cpu in start["cores"]} for ticks, children, pid, process, fresh in used[:BUSIEST]]
     return figures
 
 
-def _busiest(before: dict, after: dict, wall: float, cores: set[int]) -> list[dict]:
-    """The other processes that used the most CPU during the window, those that last ran on CORES first (those that
-    shared the runner's cores), each with its share of a core."""
-    used = [(last in cores, ticks - before[pid][1], pid, name) for pid, (name, ticks, last) in after.items() if pid in before]
-    used = sorted((item for item in used if item[1] > 0), reverse=True)[:BUSIEST]
-    return [{"pid": pid, "name": name, "cpu_share": round(ticks / TICKS / wall, 3), "on_watched_cores": watched}
-            for watched, ticks, pid, name in used] if wall > 0 else []
+def _used(before: dict[int, Process], after: dict[int, Process]) -> list[tuple]:
+    """The CPU ticks each other process used during the window, the busiest first: (ticks, of them its children's that
+    ended in the window, pid, process, whether it started in the window).
+
+    Regression for #61 (other processes used 1.36 of a core, the busiest named 0.008): only processes alive at both
+    samples were counted, and those on the runner's cores came first whatever their time. A process started during the
+    window counts all its ticks; a parent counts its children that ended during it (their time moves to its cutime when
+    it waits for them), less what they had used before the window began.
+    """
+    gone: dict[int, int] = {}  # parent -> ticks its children that ended had used before the window
+    for pid, old in before.items():
+        if pid not in after or after[pid].start != old.start:
+            gone[old.parent] = gone.get(old.parent, 0) + old.ticks + old.children
+    used = []
+    for pid, now in after.items():
+        then = before.get(pid)
+        fresh = then is None or then.start != now.start
+        own = now.ticks - (0 if fresh else then.ticks)
+        children = max(0, now.children - (0 if fresh else then.children) - gone.get(pid, 0))
+        if own + children > 0:
+            used.append((own + children, children, pid, now, fresh))
+    return sorted(used, key=lambda item: (-item[0], item[2]))
 
 
 def threads() -> dict:

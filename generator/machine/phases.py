@@ -135,15 +135,18 @@ class PhaseClock:
         # The baseline: what the process held before the phase (the interpreter and torch, before a model loads).
         at_start = host_rss()
         start = time.perf_counter_ns()
-        completed = False
+        completed, where = False, None
         try:
             yield
             completed = True
+        except BaseException as exc:
+            where = failed_at(exc)  # the batch's ids and tokens, a generation's prefill or decode step (#61)
+            raise
         finally:
             if completed:
                 self._sync()
             self.phases[name] = {"duration_ns": time.perf_counter_ns() - start, "completed": completed,
-                                 "host_rss_at_start_bytes": at_start, **self._memory()}
+                                 "host_rss_at_start_bytes": at_start, **self._memory(), **({"failed_at": where} if where else {})}
 
     def rate(self, units: int) -> float | None:
         """UNITS per second of the measured window, or None where it has no duration."""
@@ -213,10 +216,87 @@ def batches(items: list, size: int) -> list[list]:
 
 
 def describe(exc: BaseException) -> str:
-    """Say an exception in one line: its type, message and where it was raised."""
+    """Say an exception in one line: its type, message and where it was raised, then the batch it failed on and, in a
+    generation, whether in prefill or at which decode step (#61)."""
     frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     where = f" (at {Path(frame.filename).name}:{frame.lineno})" if frame else ""
-    return f"{type(exc).__name__}: {str(exc).strip()[:500]}{where}"
+    found = failed_at(exc)
+    return f"{type(exc).__name__}: {str(exc).strip()[:500]}{where}" + (f"; {said_at(found)}" if found else "")
+
+
+# Where a failure happened, carried by the exception from the code that knows it to the phase clock and describe().
+FAILED_AT = "_iteralab_failed_at"
+SHOWN_IDS = 16  # the ids a failure names; the record keeps up to MAX_IDS, and says how many the batch held
+MAX_IDS = 64
+
+
+def locate(exc: BaseException, **where) -> None:
+    """Add WHERE (entry ids, token counts, a generation's phase and decode step) to what EXC says of where it was raised;
+    the innermost code's words win, so a batch's caller cannot overwrite the step generate() named."""
+    found = dict(getattr(exc, FAILED_AT, None) or {})
+    for key, value in where.items():
+        if value is not None:
+            found.setdefault(key, value)
+    with contextlib.suppress(AttributeError, TypeError):  # an exception type that takes no attribute keeps its message
+        setattr(exc, FAILED_AT, found)
+
+
+def failed_at(exc: BaseException) -> dict | None:
+    """Return where EXC was raised as `locate` recorded it, or None."""
+    found = getattr(exc, FAILED_AT, None)
+    return dict(found) if isinstance(found, dict) and found else None
+
+
+def token_span(encoded) -> dict | None:
+    """Return an encoded batch's tokens: the fewest and most of its rows (attention mask), and its padded width."""
+    with contextlib.suppress(Exception):  # after a device error the tensors may not be readable: nothing is said then
+        lengths = encoded["attention_mask"].sum(dim=1).tolist()
+        return {"min": int(min(lengths)), "max": int(max(lengths)), "padded_to": int(encoded["input_ids"].shape[1])}
+    return None
+
+
+class InBatch:
+    """Name a batch in any failure raised inside it: its entries' ids and, once encoded (`encoded`), its token counts.
+
+    Nothing is read while the batch runs: the token counts are read from the encoded batch only when it failed.
+    """
+
+    def __init__(self, entries):
+        self.ids, self.batch = [entry.id for entry in entries], None
+
+    def encoded(self, encoded):
+        """Keep the encoded batch, to read its token counts should it fail; return it."""
+        self.batch = encoded
+        return encoded
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, traceback_) -> bool:
+        if isinstance(exc, Exception):
+            locate(exc, entries=len(self.ids), entry_ids=self.ids[:MAX_IDS],
+                   tokens=token_span(self.batch) if self.batch is not None else None)
+        return False
+
+
+def said_at(found: dict) -> str:
+    """Say where a failure happened, in the words a trial's error keeps: 'in decode step 5, on a batch of 4 entries
+    (doc-001, doc-004, doc-007, doc-010) of 12 to 20 tokens, padded to 20'."""
+    parts = []
+    if found.get("generation_phase") == "decode":
+        parts.append(f"in decode step {found.get('decode_step')} (new token {(found.get('decode_step') or 0) + 1})")
+    elif found.get("generation_phase") == "prefill":
+        parts.append("in prefill")
+    ids = found.get("entry_ids") or []
+    if ids:
+        count = found.get("entries") or len(ids)
+        shown = ", ".join(str(entry_id) for entry_id in ids[:SHOWN_IDS]) + (f" and {count - SHOWN_IDS} more" if count > SHOWN_IDS else "")
+        tokens = found.get("tokens")
+        span = (f" of {tokens['min']} to {tokens['max']} tokens, padded to {tokens['padded_to']}"
+                if isinstance(tokens, dict) and tokens.get("min") != tokens.get("max") else
+                f" of {tokens['max']} tokens, padded to {tokens['padded_to']}" if isinstance(tokens, dict) else "")
+        parts.append(f"on a batch of {count} {'entry' if count == 1 else 'entries'} ({shown}){span}")
+    return ", ".join(parts)
 
 
 @contextlib.contextmanager

@@ -235,8 +235,9 @@ class Quote:
     lots: int
     total: Decimal
     accepted_results: int | None
-    cost_per_validated_corpus: Decimal | None
+    cost_per_validated_corpus: Decimal | None  # the cost per validated UNIT, whichever it is
     undefined_reason: str | None
+    unit: str = "corpus"  # what a result is: a validated corpus, or (an adaptation's) a validated model
 
     @property
     def gpus(self) -> int:
@@ -244,29 +245,35 @@ class Quote:
         return self.price.gpu.cards_per_lot * self.lots
 
 
-def quote(catalog: Catalog, *, gpu: str, days: int, lots: int, accepted_results: int | None = None) -> Quote:
-    """Price LOTS lots of GPU for DAYS days; the lot price already covers all its cards."""
+UNITS = ("corpus", "model")  # what an accepted result is: a validated corpus, or a validated model (#61)
+
+
+def quote(catalog: Catalog, *, gpu: str, days: int, lots: int, accepted_results: int | None = None,
+          unit: str = "corpus") -> Quote:
+    """Price LOTS lots of GPU for DAYS days; the lot price already covers all its cards. UNIT: what a result is."""
     if isinstance(lots, bool) or not isinstance(lots, int) or lots < 1:
         raise UserError(f"lots must be a whole number of at least 1, not {lots!r}")
     if accepted_results is not None and (isinstance(accepted_results, bool) or not isinstance(accepted_results, int) or accepted_results < 0):
         raise UserError(f"accepted results must be a whole number of at least 0, not {accepted_results!r}")
     price = catalog.price(gpu, days)
     total = lots_price(price.price_per_lot, lots)
-    per_result, reason = cost_per_validated_corpus(total, accepted_results)
-    return Quote(catalog.version, price, lots, total, accepted_results, per_result, reason)
+    if unit not in UNITS:
+        raise UserError(f"a result is a validated {' or a validated '.join(UNITS)}, not {unit!r}")
+    per_result, reason = cost_per_validated_corpus(total, accepted_results, unit)
+    return Quote(catalog.version, price, lots, total, accepted_results, per_result, reason, unit)
 
 
-def cost_per_validated_corpus(total: Decimal, accepted: int | None) -> tuple[Decimal | None, str | None]:
-    """Divide the spend by accepted deliverables; undefined (with the reason) when there are none."""
+def cost_per_validated_corpus(total: Decimal, accepted: int | None, unit: str = "corpus") -> tuple[Decimal | None, str | None]:
+    """Divide the spend by accepted deliverables (validated corpora, or models); undefined (with the reason) at none."""
     if accepted is None:
         return None, "the number of accepted results was not given"
     if accepted == 0:
-        return None, "undefined: no result was accepted, so the spend buys no validated corpus"
+        return None, f"undefined: no result was accepted, so the spend buys no validated {unit}"
     return money(total / accepted), None
 
 
 def describe_quote(result: Quote) -> str:
-    """Say what the package costs, and the cost per validated corpus when the accepted count was given."""
+    """Say what the package costs, and the cost per validated corpus (or model) when the accepted count was given."""
     price, gpu = result.price, result.price.gpu
     lines = [
         f"{result.total} {price.currency} for {result.gpus} GPU{'s' * (result.gpus != 1)}: "
@@ -277,10 +284,11 @@ def describe_quote(result: Quote) -> str:
     ]
     if result.accepted_results is not None:
         if result.cost_per_validated_corpus is None:
-            lines.append(f"Cost per validated corpus: {result.undefined_reason}; the spend of {result.total} {price.currency} stands.")
+            lines.append(f"Cost per validated {result.unit}: {result.undefined_reason}; the spend of {result.total} "
+                         f"{price.currency} stands.")
         else:
             lines.append(
-                f"Cost per validated corpus: {result.cost_per_validated_corpus} {price.currency} "
+                f"Cost per validated {result.unit}: {result.cost_per_validated_corpus} {price.currency} "
                 f"({result.total} / {result.accepted_results} accepted result{'s' * (result.accepted_results != 1)})"
             )
     return "\n".join(lines)
@@ -295,6 +303,8 @@ def quote_data(result: Quote) -> dict:
         "days": price.days, "lots": result.lots, "cards_per_lot": gpu.cards_per_lot, "gpus": result.gpus,
         "price_per_lot": str(price.price_per_lot), "total": str(result.total), "currency": price.currency,
         "accepted_results": result.accepted_results,
-        "cost_per_validated_corpus": None if per_corpus is None else str(per_corpus),
-        "cost_per_validated_corpus_note": result.undefined_reason if result.accepted_results is not None else None,
+        # The two keys name the unit: cost_per_validated_model for models, where "unit" says so (a corpus's keys as always)
+        **({"unit": result.unit} if result.unit != "corpus" else {}),
+        f"cost_per_validated_{result.unit}": None if per_corpus is None else str(per_corpus),
+        f"cost_per_validated_{result.unit}_note": result.undefined_reason if result.accepted_results is not None else None,
     }

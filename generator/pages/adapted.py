@@ -18,6 +18,7 @@ from iteralab.decision.kinds import MODEL
 from iteralab.decision.qualification import POINTS_TO
 from iteralab.pages.generated import spread_cell
 from iteralab.pages.render import cell, fmt, say_value, shown
+from iteralab.pages.trained import base_part, training_items, weights_of
 from iteralab.pages.words import said
 from iteralab.store import adaptation
 from iteralab.store.generation import NO_SUCCESS, NOT_RECORDED
@@ -32,8 +33,10 @@ COUNTERS = (*adaptation.PEAKS, ABOVE)
 CHARTED = {"gpu_peak_allocated_bytes": Text("GPU peak allocated"), "gpu_peak_reserved_bytes": Text("GPU peak reserved"),
            ABOVE: Text("host peak RSS above the baseline before the model loads")}
 # The campaign page's columns, in order, and how each is written (a spread over the repetitions, or one value).
-COLUMNS = {"method": "text", "effective_batch": "text", "updates": "int", "updates_per_s": "rate",
-           "train_examples_per_s": "rate", "train_tokens_per_s": "rate", "time_to_validated_model_s": "seconds",
+# Rates to three significant figures (#61: 0.257 updates per second was said "0.3/s"); the window's parts summed.
+COLUMNS = {"method": "text", "effective_batch": "text", "updates": "int", "updates_per_s": "rate3",
+           "train_examples_per_s": "rate3", "train_tokens_per_s": "rate3", "time_to_validated_model_s": "seconds",
+           "data_s": "seconds", "forward_s": "seconds", "backward_s": "seconds", "optimizer_step_s": "seconds",
            "trainable_parameters": "int", "total_parameters": "int", "first_update_loss": "ratio",
            "validation_loss": "ratio", "validation_accuracy": "ratio", "validation_macro_f1": "ratio"}
 SPREADS = {"validation_accuracy": "accuracy", "validation_macro_f1": "macro_f1"}  # a column read from another figure
@@ -51,7 +54,7 @@ def campaign_block(view) -> dict | None:
     the validated model is defined; None when no trial of the campaign carries the adaptation object."""
     if not adaptation.has_block(view.trials):
         return None
-    figures = [(summary, adaptation.figures(summary.counted)) for summary in view.variants]
+    figures = [(summary, adaptation.figures(summary.counted, summary.trials)) for summary in view.variants]
     definition = next((found["definition"] for _, found in figures if found["definition"]), None)
     return {"rows": [(summary, figure_cells(found)) for summary, found in figures], "columns": COLUMNS,
             "phases": [(summary, phase_cells(phase_rows(summary.counted))) for summary in view.variants],
@@ -118,7 +121,7 @@ def phase_cells(rows: list[dict], code: str | None = None) -> list[tuple[Markup,
     peak RSS above the baseline)."""
     code = code or language.current()
     word = said(code)["phase_word"]
-    return [(word(row["phase"]), Markup("").join([spread_cell(row["seconds"], "ms", code),
+    return [(word(row["phase"]), Markup("").join([spread_cell(row["seconds"], "seconds", code),
                                                  *[cell(row[key][0], "bytes", row[key][1], code) for key in COUNTERS]]))
             for row in rows]
 
@@ -175,7 +178,7 @@ def trial_figures(trial: dict, trial_id: str, code: str) -> str:
         f"<dt>{word(name)}</dt><dd>{fmt(values.get(name), kind, NOT_RECORDED, code)}</dd>"
         for name, kind in COLUMNS.items() if name != "effective_batch" and name not in SPREADS)
     losses = Text("Losses over the measured window")  # a message outside the f-string, where extraction finds it
-    items += f"<dt>{escape(losses.say(code))}</dt><dd>{window or fmt(None, code=code)}</dd>"
+    items += f"<dt>{escape(losses.say(code))}</dt><dd>{window or fmt(None, code=code)}</dd>" + training_items(block, code)
     estimate, measured = estimate_and_measured(adaptation.memory([trial]), code)
     definition = block.get("time_to_validated_model")
     heading = escape(Text("Adaptation: figures, memory and export").say(code))
@@ -212,6 +215,7 @@ def export_part(export: dict | None, trial_id: str, code: str) -> str:
     caption = escape(Text("Files of the export of {trial}", trial=trial_id).say(code))
     heads = "".join(f'<th scope="col">{escape(head.say(code))}</th>' for head in (Text("File"), Text("Size"), Text("sha256")))
     title = Text("Export")  # outside the f-string, where extraction finds it
+    said_export += base_part(export, code)
     return (f'<h4 id="{trial_id}-export">{escape(title.say(code))}</h4>\n<p class="export">{escape(said_export)}</p>\n'
             f'<div class="scroll" tabindex="0" role="region" aria-label="{caption}"><table><caption>{caption}</caption>'
             f"<thead><tr>{heads}</tr></thead>"
@@ -234,10 +238,11 @@ def sizing(summary) -> dict | None:
     configuration that does not fine-tune."""
     if not any(is_adaptation(trial) for trial in summary.trials):
         return None
-    found = adaptation.figures(summary.counted)
+    found = adaptation.figures(summary.counted, summary.trials)
     failures = [{"trial": trial["record_id"], "phase": trial["failed_phase"], "points_to": POINTS_TO.get(trial["failed_phase"])}
                 for trial in summary.counted if trial["status"] != "ok" and trial.get("failed_phase")]
-    return {"method": found["method"], "parameters": found["parameters"], "memory": found["memory"], "failures": failures}
+    return {"method": found["method"], "parameters": found["parameters"], "memory": found["memory"], "failures": failures,
+            "weights": weights_of(found)}
 
 
 def unit_durations(row) -> list[tuple[str, float, str | None]]:

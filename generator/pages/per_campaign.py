@@ -12,6 +12,7 @@ from iteralab.core import language
 from iteralab.decision.kinds import kind_of_work
 from iteralab.pages.generated import kv_cells
 from iteralab.pages.render import cell, fill, fmt, moment, shown
+from iteralab.pages.trained import weights_row
 from iteralab.pages.words import said
 
 
@@ -53,7 +54,7 @@ def sizing_table_rows(rows: list[dict]) -> Markup:
     """Return the sizing page's row of every campaign and variant (from the build state); where any row has a KV cache
     figure, every row ends with the KV cache's estimate and measurement (``site.generated.kv_cells``)."""
     code = language.current()
-    kv = any(row.get("kv") for row in rows)
+    kv, rows = any(row.get("kv") for row in rows), [weights_row(row) for row in rows]  # a fine-tuning's own (#61)
     return Markup("".join(
         f'<tr>\n    <td><a href="campaigns/{escape(row["campaign"])}/index.html">{escape(row["campaign"])}</a></td>'
         f'<th scope="row">{shown(row["variant"], code)}</th>\n'

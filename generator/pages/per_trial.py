@@ -11,7 +11,7 @@ from markupsafe import Markup, escape
 
 from iteralab.core import language
 from iteralab.pages import adapted
-from iteralab.pages.generated import definitions, trial_figures
+from iteralab.pages.generated import definitions, derived_said, trial_figures
 from iteralab.pages.render import NO_ENTRIES, cell, fill, fmt, moment, pretty_json, say_value, shown
 from iteralab.pages.words import said
 from iteralab.store import generation
@@ -63,7 +63,8 @@ def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: s
     trial_id = escape(trial["record_id"])
     parts = [f'<article id="{trial_id}" class="trial" aria-labelledby="{trial_id}-title">\n',
              f'<h2 id="{trial_id}-title">{fill(w["heading"], variant=trial["variant"], repetition=trial["repetition"])}</h2>\n',
-             _meta(trial, trial_id, w, words)]
+             _meta(trial, trial_id, w, words, "excluded" if trial["record_id"] in view.excluded else
+                   "disturbed" if trial["record_id"] in w["aside"] else None)]
     if trial.get("error"):
         parts.append(f'<p class="warning">{w["error"]}: <code>{shown(trial["error"], code)}</code></p>')
         parts.append(adapted.failure_note(trial, code))
@@ -99,15 +100,18 @@ def _section(trial: dict, view: CampaignView, bundle_name: str, w: dict, code: s
     return "".join(parts)
 
 
-def _meta(trial: dict, trial_id: str, w: dict, words: dict) -> str:
+def _meta(trial: dict, trial_id: str, w: dict, words: dict, aside: str | None = None) -> str:
+    """Say a trial's status, phase, entries and acceptance; a trial set ASIDE (excluded, disturbed) says that it counts in
+    no figure beside its acceptance, as the configuration's table counts it (#61)."""
     status = "pass" if trial["status"] == "ok" else "fail"
+    not_counted = f' ({(w.get("aside_words") or {}).get(aside, "")})' if aside and w.get("aside_words") else ""
     phase = f' {fill(w["in_phase"], phase=words["phase_word"](trial["failed_phase"]))}' if trial.get("failed_phase") else ""
     entries = fill(w["entries"], completed=fmt(trial["entries_completed"], "int", trial.get("entries_completed_reason")),
                    expected=fmt(trial["entries_expected"], "int"))
     return (f'<p class="meta"><code>{trial_id}</code> · {w["status"]} <strong class="{status}">'
             f'{words["status_word"](trial["status"])}</strong>{phase} · {entries} · '
             f'{w["model_accepted"] if adapted.is_adaptation(trial) else w["accepted"]}: '
-            f'{w["yes"] if trial["corpus_accepted"] else w["no"]}</p>\n')
+            f'{w["yes"] if trial["corpus_accepted"] else w["no"]}{not_counted}</p>\n')
 
 
 def _phases(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
@@ -115,7 +119,8 @@ def _phases(trial: dict, trial_id: str, rows: dict, w: dict, code: str) -> str:
     scope = trial["memory"].get("host_rss_scope")
     body = "".join(f'<tr><th scope="row">{name}</th>{cells}</tr>\n' for name, cells in rows["phases"])
     # A phase derived from others (a generation trial's decode) says how, under the table.
-    derived = "".join(f'<p><small>{rows["phase_names"][name]}: {escape(say_value(phase["derived"], code))}</small></p>\n'
+    derived = "".join(f'<p><small>{rows["phase_names"][name]}: '
+                      f'{escape(say_value(derived_said(phase["derived"], trial["memory"]["device"]), code))}</small></p>\n'
                       for name, phase in trial["phases"].items() if phase.get("derived"))
     return (f'<section id="{trial_id}-phases">\n<h3>{w["phases"]}</h3>\n'
             f'<div class="scroll" tabindex="0" role="region" aria-label="{fill(w["phases_of"], trial=trial["record_id"])}">\n'
@@ -239,9 +244,18 @@ def trial_table_rows(view: CampaignView, w: dict) -> Markup:
             f'{cell(window.get("duration_ns"), "ns", window.get("reason") or w["window"], code)}\n'
             f'      {cell(overall.get("accuracy"), "ratio", missing.get("accuracy") or w["failed"], code)}\n'
             f'      {cell(overall.get("agreement"), "ratio", missing.get("agreement") or w["failed"], code)}\n'
-            f'      <td>{w["yes"] if trial["corpus_accepted"] else w["no"]}</td>\n'
+            f'      <td>{w["yes"] if trial["corpus_accepted"] else w["no"]}{_not_counted(trial, view, aside, w)}</td>\n'
             f"      <td>{where}</td>\n    </tr>")
     return Markup("".join(rows))
+
+
+def _not_counted(trial: dict, view: CampaignView, aside: dict, w: dict) -> str:
+    """Say beside an accepted trial set aside (excluded, disturbed) that it counts in no figure: the configuration's
+    table counts it in neither its successes nor its accepted ones (#61)."""
+    if not trial["corpus_accepted"]:
+        return ""
+    reason = "excluded" if trial["record_id"] in view.excluded else "disturbed" if trial["record_id"] in aside else None
+    return f'<br><small class="excluded">{w[reason]}</small>' if reason else ""
 
 
 QUALITY_METRICS = ("accuracy", "macro_f1", "agreement")  # every trial's quality columns, in order

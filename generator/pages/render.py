@@ -7,6 +7,7 @@ import datetime as dt
 import functools
 import hashlib
 import json
+import math
 import re
 from decimal import Decimal
 from functools import cache, lru_cache
@@ -34,6 +35,11 @@ TEMPLATES = Path(str(resources.files("iteralab.templates")))
 TEMPLATE_SUFFIXES = (".html", ".css", ".js", ".txt")
 
 
+def _three_figures(value) -> int:
+    """Return the decimals that give VALUE three significant figures: one at least, six at most."""
+    return min(6, max(1, 2 - math.floor(math.log10(abs(value))))) if value and math.isfinite(value) else 1
+
+
 FORMATS = {
     "seconds": lambda value, say: f"{say(value, 3, grouped=False)} s",
     "ns": lambda value, say: f"{say(value / 1e9, 3, grouped=False)} s",
@@ -43,6 +49,11 @@ FORMATS = {
     "ratio": lambda value, say: say(value, 3, grouped=False),
     "int": lambda value, say: say(value),
     "rate": lambda value, say: f"{say(value, 1)}/s",
+    # A rate beside another of a different unit says its unit (#61): entries per second next to tokens per second.
+    "entries_per_s": lambda value, say: Text("{rate} entries/s", rate=say(value, 1)).say(say.language),
+    "tokens_per_s": lambda value, say: Text("{rate} tokens/s", rate=say(value, 1)).say(say.language),
+    # Three significant figures, one decimal at least: 0.257/s, 2.50/s, 55.5/s (#61: a rate under 1 was said 0.3/s)
+    "rate3": lambda value, say: f"{say(value, _three_figures(value))}/s",
     "ms": lambda value, say: f"{say(value * 1e3, 3, grouped=False)} ms",  # seconds shown in milliseconds: a decode step
 }
 

@@ -50,6 +50,10 @@ class Variant:
     method: str | None = None
     accumulation: int | None = None
     changes_effective_batch: bool | None = None
+    # An adaptation variant's own optimizer settings (#61); None: the campaign's [adaptation] ones, and no key recorded.
+    optimizer: str | None = None
+    learning_rate: float | None = None
+    weight_decay: float | None = None
 
     def config(self) -> dict:
         """Return the settings as a plain dict (the name excluded, and the settings of another kind of work)."""
@@ -188,7 +192,9 @@ def _protocol(table: Table, variant_names: set[str] | None, workload) -> dict:
         "buckets": table.attempt(lambda: _buckets(table), []),
         "thresholds": table.attempt(lambda: _thresholds(table, workload.THRESHOLD_METRICS), {}),
         "min_agreement": table.get("min_agreement", float, default=None),
-        "warmup": table.attempt(lambda: _warmup(table), {}),
+        # A kind without a warm-up (an adaptation, #61) says so; the table is read where written (a fingerprint kept)
+        "warmup": table.attempt(lambda: _warmup(table), {}) if "warmup" in table.data or not hasattr(workload, "NO_WARMUP")
+        else dict(workload.NO_WARMUP),
         "measured_window": workload.MEASURED_WINDOW,
     }
     if "disturbance" in table.data:  # left out when absent: campaigns written before it keep their fingerprint (#49)

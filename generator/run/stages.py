@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from iteralab.core.language import Text
-from iteralab.machine.phases import PhaseClock, describe, out_of_memory_errors, release
+from iteralab.machine.phases import InBatch, PhaseClock, describe, failed_at, out_of_memory_errors, release, said_at
 from iteralab.store.trials import POINTS_TO
 
 STAGES = ("shortest", "typical", "longest")
@@ -29,7 +29,7 @@ def pick(entries: list, token_counts: dict[str, int], batch_size: int) -> dict[s
 
 def _failure(exc: BaseException, phase: str | None) -> dict:
     return {"outcome": "oom" if isinstance(exc, out_of_memory_errors()) else "error", "failed_phase": phase,
-            "error": describe(exc), "points_to": POINTS_TO.get(phase) if phase else None}
+            "error": describe(exc), "points_to": POINTS_TO.get(phase) if phase else None, "failed_at": failed_at(exc)}
 
 
 def _stage(work, variant, name: str, batch_size: int, chosen: list) -> dict:
@@ -38,13 +38,16 @@ def _stage(work, variant, name: str, batch_size: int, chosen: list) -> dict:
               "tokens_executed": None, "outcome": "ok", "failed_phase": None, "error": None, "points_to": None}
     try:
         for start in range(0, len(chosen), batch_size):
-            with clock.phase("tokenize"):
-                encoded = work.encode([entry.text for entry in chosen[start:start + batch_size]])
-            lengths = encoded["attention_mask"].sum(dim=1).tolist()
-            executed = record["tokens_executed"] or {"min": min(lengths), "max": max(lengths), "padded_to": 0}
-            record["tokens_executed"] = {"min": min(executed["min"], *lengths), "max": max(executed["max"], *lengths),
-                                         "padded_to": max(executed["padded_to"], int(encoded["input_ids"].shape[1]))}
-            work.stage(clock, encoded)
+            with InBatch(chosen[start:start + batch_size]) as where:  # a failure names this batch's ids and tokens (#61)
+                with clock.phase("tokenize"):
+                    encoded = where.encoded(work.encode([entry.text for entry in chosen[start:start + batch_size]]))
+                lengths = encoded["attention_mask"].sum(dim=1).tolist()
+                executed = record["tokens_executed"] or {"min": min(lengths), "max": max(lengths), "padded_to": 0}
+                record["tokens_executed"] = {"min": min(executed["min"], *lengths), "max": max(executed["max"], *lengths),
+                                             "padded_to": max(executed["padded_to"], int(encoded["input_ids"].shape[1]))}
+                new_tokens = work.stage(clock, encoded)  # a generation's stage says the new tokens every row generated
+            if new_tokens is not None:
+                record["new_tokens"] = new_tokens
     except Exception as exc:
         record.update(_failure(exc, clock.current))
     record["peak_memory"] = {phase: {key: value for key, value in measured.items() if key.endswith("_bytes")}
@@ -70,7 +73,7 @@ def validate(*, model_path: Path, variant, protocol: dict, entries: list, token_
             result["stages"].append(stage)
             if stage["outcome"] != "ok":
                 result.update(passed=False, failed_stage=name,
-                              **{key: stage[key] for key in ("outcome", "failed_phase", "error", "points_to")})
+                              **{key: stage[key] for key in ("outcome", "failed_phase", "error", "points_to", "failed_at")})
                 break
     del inference
     release(variant.device)
@@ -94,7 +97,10 @@ class StageFailed(Exception):
 
 
 def failure_message(variant: str, found: dict) -> str:
-    """Say why VARIANT was not timed, in the words a failure row keeps."""
+    """Say why VARIANT was not timed, in the words a failure row keeps: the stage, its phase, the failing batch's ids and
+    token counts (#61), the error and where to look."""
     advice = f"; look at {found['points_to']}" if found.get("points_to") else ""
+    where = found.get("failed_at") or {}
+    error = found["error"] if not where or said_at(where) in found["error"] else f"{found['error']}; {said_at(where)}"
     return (f"variant {variant} failed its {found['failed_stage']} validation stage in {found['failed_phase']} before "
-            f"any timing ({found['error']}){advice}; it was not timed")
+            f"any timing ({error}){advice}; it was not timed")

@@ -15,7 +15,7 @@ from iteralab.declared.tables import left_to_fill
 from iteralab.run.runner import prepare
 from iteralab.run.summary import describe_plan
 from iteralab.store.records import NAME_PATTERN
-from iteralab.workloads import WORKLOADS
+from iteralab.workloads import WORKLOADS, lengths
 
 THRESHOLDS = {"classify": ("accuracy", 0.9), "adapt": ("accuracy", 0.8), "generate": ("reference_match", 0.6)}
 REFERENCE = {"classify": "b1", "generate": "b1", "adapt": "mb8"}
@@ -60,13 +60,13 @@ KIND_TABLES = {
 # What the model generates, fixed before any timing (part of the protocol's fingerprint).
 [generation]
 prompt_template = "{{text}}"            # {{text}} exactly once, or "chat" for the tokenizer's chat template
-max_new_tokens = 32                     # FILL IN: the longest output you need; an output cut here is counted
+max_new_tokens = {max_new_tokens:<23}# FILL IN: the longest output you need; an output cut here is counted{room}
 """,
     "adapt": """
 # What the fine-tuning does, fixed before any timing (part of the protocol's fingerprint).
 [adaptation]
 train = "{train}"
-{labels_line}learning_rate = 1e-4
+{labels_line}{new_head_line}learning_rate = 1e-4
 updates = 20                            # optimizer updates in the measured window (after the first update)
 # optimizer = "adamw"                   # or "sgd"
 # schedule = "constant"                 # or "linear"
@@ -108,10 +108,7 @@ reference_variant = "{reference}"
 
 [protocol.buckets]                      # {buckets_note}
 {buckets}
-
-[protocol.warmup]
-batches = {warmup}
-
+{warmup}
 {variants}"""
 DEFAULT_BUCKETS = 'short = 32\nmedium = 64\nlong = "rest"'
 
@@ -163,7 +160,7 @@ def _columns(corpus: Path | None, kind: str, given: dict[str, str], labels: list
 
 def _model_facts(model: Path | None) -> dict:
     if model is None:
-        return {"labels": None, "positions": None, "targets": None}
+        return {"labels": None, "positions": None, "targets": None, "head": None}
     config_file = model / "config.json"
     try:
         config = json.loads(config_file.read_text(encoding="utf-8"))
@@ -174,7 +171,9 @@ def _model_facts(model: Path | None) -> dict:
     labels = [str(id2label[key]) for key in sorted(id2label, key=int)] if id2label else None
     from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
 
-    return {"labels": labels, "positions": config.get("max_position_embeddings") or config.get("n_positions"),
+    # A classifier's head is there when the folder was saved as one with its labels; the dry run checks the weights.
+    head = bool(labels) and any(str(name).endswith("ForSequenceClassification") for name in config.get("architectures") or [])
+    return {"labels": labels, "positions": lengths.positions(config)["positions"], "head": head,  # as the dry run reads them
             "targets": TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING.get(config.get("model_type"))}
 
 
@@ -198,14 +197,29 @@ def _lengths(model: Path | None, corpus: Path | None, positions: int | None, tra
     return longest, "refuse", _buckets(counts)
 
 
+def new_tokens(positions: int | None) -> int:
+    """Return the starter's max_new_tokens: 32, or half the model's positions where it holds fewer than 64 (#61)."""
+    return 32 if not positions or positions >= 64 else max(1, positions // 2)
+
+
 def _kind_table(kind: str, folder: Path, facts: dict, train: Path | None) -> str:
     labels = f"labels = {json.dumps(facts['labels'])}\n" if kind == "adapt" and facts["labels"] else (
         '# labels = ["negative", "positive"]   # FILL IN unless the model names them (id2label)\n' if kind == "adapt" else "")
+    positions = facts["positions"]
+    room = (f"\n# max_length + max_new_tokens must stay within the model's {positions} positions: the dry run refuses more"
+            if positions else "")
     return KIND_TABLES[kind].format(
+        max_new_tokens=new_tokens(positions), room=room,
         train=_relative(train, folder) if train else "FILL IN: your training split (.jsonl or .csv, every entry labelled)",
-        labels_line=labels, targets=json.dumps(facts["targets"]) if facts["targets"] else '["query", "value"]',
+        labels_line=labels, new_head_line=_new_head_line(facts), targets=json.dumps(facts["targets"]) if facts["targets"] else '["query", "value"]',
         targets_note="  # peft's default for this architecture" if facts["targets"] else
         "  # FILL IN: your architecture's attention projections")
+
+
+def _new_head_line(facts: dict) -> str:
+    if facts["head"] is False:
+        return "new_head = true                         # the folder holds no classifier head: a new one is trained\n"
+    return "" if facts["head"] else "# new_head = true                     # when the model folder holds no classifier head\n"
 
 
 def starter_text(*, kind: str, name: str, folder: Path, model: Path | None = None, corpus: Path | None = None,
@@ -222,8 +236,10 @@ def starter_text(*, kind: str, name: str, folder: Path, model: Path | None = Non
 def _starter(*, kind, name, folder, model, corpus, train, shown, columns):
     facts = _model_facts(model)
     column_lines, named, found = _columns(corpus, kind, dict(columns or {}), facts["labels"])
-    sized = _lengths(model, corpus if named is not None else None, facts["positions"], train, named)
-    max_length, truncation, buckets = sized or (128, "truncate", DEFAULT_BUCKETS)
+    # A generation's prompt and its new tokens share the model's positions: the prompt gets what max_new_tokens leaves (#61).
+    room = facts["positions"] - new_tokens(facts["positions"]) if kind == "generate" and facts["positions"] else facts["positions"]
+    sized = _lengths(model, corpus if named is not None else None, room, train, named)
+    max_length, truncation, buckets = sized or (min(128, room) if room else 128, "truncate", DEFAULT_BUCKETS)
     metric, example = THRESHOLDS[kind]
     said_labels = (f"# The model's labels (id2label): {', '.join(facts['labels'])}; the corpus's gold labels must be "
                    "these names.\n" if facts["labels"] and kind != "generate" else "")
@@ -232,12 +248,26 @@ def _starter(*, kind, name, folder, model, corpus, train, shown, columns):
         corpus_path=_relative(corpus, folder) if corpus else "FILL IN: your corpus (.jsonl or .csv: id, text, label)",
         columns=column_lines, model_path=_relative(model, folder) if model else "FILL IN: your model folder",
         said_labels=said_labels, kind_table=_kind_table(kind, folder, facts, train), max_length=max_length,
-        max_length_note="the longest entry in tokens" if sized else "FILL IN: your longest entry in tokens",
+        max_length_note=_length_note(kind, sized, facts["positions"]),
         truncation=truncation, reference=REFERENCE[kind], metric=metric, example=example,
         buckets_note="length buckets at the corpus's thirds of token counts" if sized else
         "length buckets in tokens: defaults, not sized from a corpus (init sizes them from --model and --corpus)",
-        buckets=buckets, warmup=0 if kind == "adapt" else 2, variants=VARIANTS[kind])
+        buckets=buckets, variants=VARIANTS[kind],
+        # An adaptation has no warm-up: its first update is timed apart, so it writes no [protocol.warmup] (#61).
+        warmup="" if kind == "adapt" else "\n[protocol.warmup]\nbatches = 2\n")
     return text, found
+
+
+def _length_note(kind: str, sized, positions: int | None) -> str:
+    """Say where max_length comes from: the longest entry, or the model's positions (less max_new_tokens) that cut it."""
+    if not sized:
+        return "FILL IN: your longest entry in tokens"
+    if sized[1] != "truncate":
+        return "the longest entry in tokens"
+    if kind == "generate":
+        return (f"the model's {positions} positions less max_new_tokens {new_tokens(positions)}: a longer prompt is cut, "
+                "special tokens counted")
+    return f"the model's {positions} positions: a longer entry is cut, special tokens counted"
 
 
 def write_starter(*, kind: str, out: Path, model: Path | None = None, corpus: Path | None = None,

@@ -9,6 +9,9 @@ from iteralab.machine import placement
 from iteralab.store.disturbance import is_disturbed, rule_of
 from iteralab.store.trials import LEFT_OUT, left_out_words, window_figures
 
+# How a generation's outputs ended, as the run's summary counts them per trial: the records' names and the table's words.
+STOPS = {"stopped_at_eos": "stopped at the end-of-sequence token", "cut_by_max_new_tokens": "cut at max_new_tokens"}
+
 
 def plan_data(prepared) -> dict:
     """Return a prepared campaign's plan as plain data: trials in order, buckets, truncation."""
@@ -53,13 +56,19 @@ def _protocol(result) -> dict | None:
     return (result.manifest or {}).get("protocol")
 
 
+def _trial_ids_for(result) -> str:
+    """Say what a run's trial ids are for: an adaptation delivers no corpus, so deliver does not take them (#61)."""
+    kind = ((result.manifest or {}).get("workload") or {}).get("kind")
+    return "for exclude" if kind == "adapt" else "for deliver and exclude"
+
+
 def describe_run(result) -> str:
     """Return the summary table, where the records are, and whether the run was interrupted."""
     campaign = (result.manifest or {}).get("campaign", "CAMPAIGN")
     # After --resume, the whole run: the trials earlier invocations recorded with those of this one (#45).
     text = (format_summary(summarize(result.earlier + result.trials, _protocol(result)))
             + f"\nRun id: {result.run_id} (for rental add --run)"
-            f"\nTrial ids: iteralab trials {campaign} --run {result.run_id} (for deliver and exclude)"
+            f"\nTrial ids: iteralab trials {campaign} --run {result.run_id} ({_trial_ids_for(result)})"
             f"\nRecords: {result.records_file}")
     if result.resumed:
         resumed = result.resumed
@@ -122,6 +131,8 @@ def summarize(trials: list[dict], protocol: dict | None = None) -> list[dict]:
             row["accepted"] += trial["corpus_accepted"]
             if trial.get("generation"):  # a generation trial: its output tokens per second beside the window
                 row.setdefault("tokens_per_s", []).append(trial["generation"]["output_tokens_per_s"])
+                for stop in STOPS:  # how its outputs ended, per trial in run order (#61)
+                    row.setdefault(stop, []).append(trial["generation"].get(stop))
         else:
             row["failed"] += 1
             row["failures"].append(trial["status"] + (f" in {trial['failed_phase']}" if trial["failed_phase"] else ""))
@@ -150,6 +161,10 @@ def format_summary(rows: list[dict]) -> str:
         if row.get("tokens_per_s"):
             low, middle, high = window_figures(row["tokens_per_s"])
             lines.append(f"{'':<16} output tokens per second: median {middle:.1f}, min {low:.1f}, max {high:.1f}")
+        if row.get("stopped_at_eos") or row.get("cut_by_max_new_tokens"):
+            lines.append(f"{'':<16} outputs per counted trial (run order): "
+                         + "; ".join(f"{words} {' '.join('—' if n is None else str(n) for n in row[stop])}"
+                                     for stop, words in STOPS.items()))
         if found:
             lines.append(f"{'':<16} {_left_out_line(row)}")
         lines.extend(f"{'':<16} failed: {failure}" for failure in row["failures"])

@@ -19,7 +19,8 @@ AFTER_WINDOW = ("validation", "export")  # and after it
 OUTSIDE_MODEL = ("environment_check", "compilation")
 # (figure, what a page formats it as): per trial in the adaptation object, a spread over the repetitions here
 FIGURES = (("updates_per_s", "rate"), ("train_examples_per_s", "rate"), ("train_tokens_per_s", "rate"),
-           ("time_to_validated_model_s", "s"), ("updates", "int"), ("train_examples", "int"), ("train_tokens", "int"))
+           ("time_to_validated_model_s", "s"), ("updates", "int"), ("train_examples", "int"), ("train_tokens", "int"),
+           ("data_s", "s"), ("forward_s", "s"), ("backward_s", "s"), ("optimizer_step_s", "s"))  # parts summed (#61)
 PEAKS = ("gpu_peak_allocated_bytes", "gpu_peak_reserved_bytes", "host_peak_rss_bytes")  # never summed with each other
 NO_MODEL = Text("no validated model: no successful trial was accepted by the validation thresholds with its export hashed")
 
@@ -38,34 +39,37 @@ def _figure(ok: list[dict], pick) -> dict:
     return spread(values, NO_SUCCESS if not ok else NOT_RECORDED, len(ok))
 
 
-def figures(trials) -> dict:
+def figures(trials, every=None) -> dict:
     """Return each figure of the adaptation object as a spread (median, min, max, reason, count, of) over the successful
-    TRIALS (a configuration's counted trials): FIGURES, the losses, validation accuracy and macro F1; the method, the
-    effective batch, the parameters, the memory (``memory``), the validated model (``validated_model``) and the
-    definition of the time to the validated model. Empty spreads, with the reason, where none succeeded."""
+    TRIALS (a configuration's counted trials): FIGURES, the losses, validation accuracy and macro F1; the method, effective
+    batch, parameters and memory estimate, read from EVERY trial of the configuration (set-aside ones too: its settings,
+    not its outcomes); the measured memory, the validated model and how its time is defined. Empty spreads with a reason."""
     ok = _successes(trials)
     found = {name: _figure(ok, lambda t, name=name: t[BLOCK].get(name)) for name, _ in FIGURES}
     found["validation_loss"] = _figure(ok, lambda t: (t[BLOCK].get("losses") or {}).get("validation"))
     found["first_update_loss"] = _figure(ok, lambda t: (t[BLOCK].get("losses") or {}).get("first_update"))
     for metric in ("accuracy", "macro_f1"):
         found[metric] = _figure(ok, lambda t, metric=metric: ((t.get("quality") or {}).get("overall") or {}).get(metric))
-    first = (ok or [t for t in trials if t.get(BLOCK)] or [{BLOCK: {}}])[0][BLOCK]
-    found.update(method=first.get("method"), effective_batch=first.get("effective_batch"),
+    first = (ok or [t for t in every or trials if t.get(BLOCK)] or [{BLOCK: {}}])[0][BLOCK]
+    config = next((t.get("variant_config") or {} for t in every or trials), {})
+    size, times = config.get("batch_size"), config.get("accumulation")
+    batch = {"microbatch": size, "accumulation": times, "devices": 1, "examples": size * times} if isinstance(size, int) and isinstance(times, int) else None
+    found.update(method=first.get("method") or config.get("method"), effective_batch=first.get("effective_batch") or batch,
                  parameters=first.get("parameters"), definition=first.get("time_to_validated_model"),
-                 memory=memory(trials), validated_model=validated_model(trials), exports=exports(trials))
+                 memory=memory(trials, every), validated_model=validated_model(trials), exports=exports(trials))
     return found
 
 
 def of_summary(summary) -> dict | None:
     """Return a configuration's adaptation figures (``figures``), or None when none of its trials has the object."""
-    return figures(summary.counted) if has_block(summary.trials) else None
+    return figures(summary.counted, summary.trials) if has_block(summary.trials) else None
 
 
-def memory(trials) -> dict:
+def memory(trials, every=None) -> dict:
     """Return the estimate (weights + gradients + optimizer state, from the counts and the precision) beside the highest
     measured peaks over the successful TRIALS, each labelled; a peak no trial measured is None with its reason."""
     blocks = [trial[BLOCK].get("memory") or {} for trial in _successes(trials)]
-    estimate = next((block["estimate"] for block in blocks if block.get("estimate")), None)
+    estimate = next((found for t in every or trials if (found := ((t.get(BLOCK) or {}).get("memory") or {}).get("estimate"))), None)
     measured = [block.get("measured") or {} for block in blocks]
     peaks = {}
     for key in (*PEAKS, "host_above_baseline_bytes", "host_baseline_bytes"):

@@ -17,7 +17,7 @@ BLOCK = "generation"  # the record's object these figures are read from
 NO_SUCCESS = Text("no successful trial")
 NOT_RECORDED = Text("not recorded")
 # (figure, what a page formats it as, the key of the generation object that says why it is empty, when there is one)
-FIGURES = (("output_tokens_per_s", "rate", None), ("prefill_s_per_batch", "ms", None),
+FIGURES = (("output_tokens_per_s", "tokens_per_s", None), ("prefill_s_per_batch", "ms", None),
            ("decode_s_per_new_token", "ms", "decode_reason"), ("outputs", "int", None), ("input_tokens", "int", None),
            ("output_tokens", "int", None), ("cut_by_max_new_tokens", "int", None), ("stopped_at_eos", "int", None))
 QUALITY = ("agreement", "reference_match", "cut_by_max_new_tokens")  # beside accuracy, in quality.overall and per bucket

@@ -9,7 +9,7 @@ import os
 import re
 import secrets
 import socket
-from functools import cache
+from functools import cache, reduce
 from importlib import resources
 from pathlib import Path
 
@@ -61,16 +61,8 @@ def check_name(value: str, what: str) -> str:
 
 def make_record(kind: str, *, campaign: str, run_id: str, **fields) -> dict:
     """Return a record of KIND with the common fields filled in."""
-    record = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": kind,
-        "record_id": new_id(kind),
-        "campaign": campaign,
-        "run_id": run_id,
-        "created_at": utc_now(),
-    }
-    record.update(fields)
-    return record
+    return {"schema_version": SCHEMA_VERSION, "kind": kind, "record_id": new_id(kind), "campaign": campaign,
+            "run_id": run_id, "created_at": utc_now(), **fields}
 
 
 @cache
@@ -89,38 +81,34 @@ def _validators() -> dict:
     from referencing import Registry, Resource
 
     folder = resources.files("iteralab.store") / "schemas"
-    loaded = {
-        name: json.loads((folder / f"{name}.schema.json").read_text(encoding="utf-8"))
-        for name in ("common", *KINDS)
-    }
-    registry = Registry().with_resources(
-        (f"{name}.schema.json", Resource.from_contents(schema)) for name, schema in loaded.items()
-    )
-    return {
-        name: jsonschema.Draft202012Validator(schema, registry=registry)
-        for name, schema in loaded.items()
-    }
+    loaded = {name: json.loads((folder / f"{name}.schema.json").read_text(encoding="utf-8")) for name in ("common", *KINDS)}
+    registry = Registry().with_resources((f"{name}.schema.json", Resource.from_contents(schema)) for name, schema in loaded.items())
+    return {name: jsonschema.Draft202012Validator(schema, registry=registry) for name, schema in loaded.items()}
 
 
 def safe_relative_path(value: str) -> bool:
     """Tell whether VALUE is a relative path that stays inside the runs folder."""
     if not isinstance(value, str) or not value or "\\" in value or "\x00" in value:
         return False
-    return not value.startswith("/") and ".." not in value.split("/") and not DRIVE_PATTERN.match(value)
+    parts = value.split("/")  # each a possible file name: a longer one raised "File name too long" (#62)
+    return not value.startswith("/") and ".." not in parts and not DRIVE_PATTERN.match(value) and \
+        max(len(part.encode("utf-8", "surrogatepass")) for part in parts) <= 255
 
 
-# Where each kind keeps paths into the runs folder.
-PATH_FIELDS = {"manifest": ("corpus", "training_split"), "trial": ("predictions",), "rental": ("receipt",), "deliverable": (),
-               "exclusion": ("document",), "withdrawal": (), "expense": ("receipt",), "start": (),
+# Where each kind keeps paths into the runs folder (a dotted holder lies inside another object).
+PATH_FIELDS = {"manifest": ("corpus", "training_split"), "trial": ("predictions", "adaptation.export"), "rental": ("receipt",),
+               "deliverable": (), "exclusion": ("document",), "withdrawal": (), "expense": ("receipt",), "start": (),
                "resumption": ()}
 
 
 def _path_problems(record: dict) -> list[str]:
     problems = []
     for holder in PATH_FIELDS[record["kind"]]:
-        value = record.get(holder).get("path") if isinstance(record.get(holder), dict) else None
+        found = reduce(lambda held, key: held.get(key) if isinstance(held, dict) else None, holder.split("."), record)
+        value = found.get("path") if isinstance(found, dict) else None
         if value is not None and not safe_relative_path(value):
-            problems.append(f"{holder}.path: {value!r} must be a path relative to the runs folder, without '..'")
+            problems.append(f"{holder}.path: {str(value)[:60]!r}{'...' * (len(str(value)) > 60)} must be a path relative to the runs "
+                            "folder, without '..'")
     return problems
 
 

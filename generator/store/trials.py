@@ -312,7 +312,7 @@ def _generation_cells(trial: dict, phases: dict, overall: dict) -> dict:
             "decode_s": _seconds(phases.get("decode", {}).get("duration_ns")),
             **{name: block.get(name) for name in GENERATION_FIGURES}, "reference_match": overall.get("reference_match"),
             "kv_cache_estimate_bytes": kv.get("estimate_bytes"), "kv_cache_measured_bytes": kv.get("measured_bytes"),
-            "has_generation": bool(block)}
+            "has_generation": True}  # a generation trial by its phases, whatever its outcome: the CSV's columns (#61)
 
 
 _NO_GENERATION = {**dict.fromkeys(GENERATION_COLUMNS), "has_generation": False}

@@ -22,6 +22,7 @@ from iteralab.store.trials import VariantSummary
 from iteralab.store.trials import window_figures as window_figures  # where the runner's summary and the lab read it
 
 CONFIG_FIELDS = ("batch_size", "precision", "quantization", "compile", "attention", "length_sorted", "device")
+OPTIMIZER = ("optimizer", "learning_rate", "weight_decay")  # an adaptation's, unless a variant sets its own (#61)
 DEFAULT_KIND = "classify"  # the kind of work of a manifest written before [workload] existed
 
 
@@ -127,10 +128,13 @@ class CampaignView:
         return self.manifests[-1]["protocol"] if self.manifests else None
 
     def compared_and_constant(self) -> tuple[dict, dict]:
-        """Split variant settings into those that change across variants and those held constant."""
+        """Split variant settings into those that change across variants and those held constant: every kind's (#61), an
+        adaptation's optimizer settings from its campaign where a variant sets none of its own."""
         compared, constant = {}, {}
-        for key in CONFIG_FIELDS:
-            values = {setting_text(v.config.get(key)) for v in self.variants}
+        campaign = {key: value for key, value in ((self.protocol or {}).get("adaptation") or {}).items() if key in OPTIMIZER}
+        settings = [{**campaign, **v.config} for v in self.variants]
+        for key in (*CONFIG_FIELDS, *sorted({key for found in settings for key in found} - {*CONFIG_FIELDS, "series"})):
+            values = {setting_text(found.get(key)) for found in settings}
             (compared if len(values) > 1 else constant)[key] = sorted(values)
         for label, pick in ((Text("model revision"), lambda m: m["model"]["revision"]),
                             (Text("corpus fingerprint"), lambda m: m["corpus"]["fingerprint"]),

@@ -122,6 +122,6 @@ def figures(clock, work) -> dict:
                                         "validation and export, one after the other"),
         "losses": {"first_update": work.first_loss, "window": work.losses, "validation": work.validation_loss},
         "parameters": counts(work.model),
-        "memory": {"estimate": estimate(work.model, settings["optimizer"]), "measured": measured(clock, variant.device)},
+        "memory": {"estimate": estimate(work.model, work.optimizer_settings["optimizer"]), "measured": measured(clock, variant.device)},
         "export": work.exported,
     }

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import random
 import re
 import warnings
+from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
@@ -13,7 +13,7 @@ from iteralab.declared.corpus import load_corpus
 from iteralab.machine.phases import batches, torch_dtype
 from iteralab.machine.placement import dtype_option
 from iteralab.store.trials import PHASES as TRIAL_PHASES
-from iteralab.workloads import adapted
+from iteralab.workloads import adapted, training
 from iteralab.workloads.batched import Batched
 
 # The first forward, backward and update are phases of their own before the window (the optimizer state is created
@@ -22,6 +22,8 @@ from iteralab.workloads.batched import Batched
 PHASES = (*TRIAL_PHASES[:3], "first_forward", "first_backward", "first_update", "measured_window", "validation", "export",
           *TRIAL_PHASES[5:])
 _DEFAULT_LABEL = re.compile(r"LABEL_\d+")
+BASE_PATH = Text("adapter_config.json holds the base model's folder as an absolute path on the machine that trained it; "
+                 "elsewhere, load the adapter over a copy of the base whose revision is the one recorded")
 FIRST_UPDATE = Text("the other microbatches of the first update, if the variant accumulates, and its optimizer step, "
                     "which creates the optimizer state")
 
@@ -112,7 +114,7 @@ def load_model(model_dir, variant, protocol: dict):
 class Work(Batched):
     """Train the classifier update by update as the protocol says, then validate it and export it."""
 
-    def __init__(self, tokenizer, model, variant, protocol: dict):
+    def __init__(self, tokenizer, model, variant, protocol: dict, timed_parts: bool = True):
         import torch
 
         self.tokenizer, self.model, self.variant, self.protocol = tokenizer, model, variant, protocol
@@ -120,17 +122,20 @@ class Work(Batched):
         self.labels = [model.config.id2label[index] for index in range(model.config.num_labels)]
         self.label_ids = {label: index for index, label in enumerate(self.labels)}
         trainable = [parameter for parameter in model.parameters() if parameter.requires_grad]
-        self.optimizer = (torch.optim.AdamW(trainable, lr=settings["learning_rate"], weight_decay=settings["weight_decay"])
-                          if settings["optimizer"] == "adamw" else
-                          torch.optim.SGD(trainable, lr=settings["learning_rate"], weight_decay=settings["weight_decay"]))
+        # The variant's own optimizer settings where it sets them (#61: full fine-tuning and LoRA want rates 10-20 apart)
+        self.optimizer_settings = chosen = training.optimizer_settings(variant, settings)
+        self.optimizer = (torch.optim.AdamW if chosen["optimizer"] == "adamw" else torch.optim.SGD)(
+            trainable, lr=chosen["learning_rate"], weight_decay=chosen["weight_decay"])
         total = settings["updates"] + 1  # the first update, then the window's
         self.schedule = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, (lambda done: 1.0) if settings["schedule"] == "constant" else (lambda done: 1 - done / total))
         self.trainable = trainable
         self.progress_total, self.progress_unit = settings["updates"], "updates"
-        self.completed, self.examples, self.tokens, self.position, self.entries = 0, 0, 0, 0, []
+        self.completed, self.examples, self.tokens, self.entries = 0, 0, 0, []
         self.first_loss, self.validation_loss, self.exported, self.corpus_path = None, None, None, None
         self.window, self.losses = {"examples": 0, "tokens": 0}, []
+        self.timers = training.WindowTimers(variant.device, enabled=timed_parts)
+        self.order, self.head, self.base = None, None, None
 
     def autocast(self):
         """Return the context the forward runs in: bf16 autocast (mixed precision) or nothing for fp32."""
@@ -174,12 +179,9 @@ class Work(Batched):
         self.optimizer.zero_grad(set_to_none=True)
 
     def microbatch(self) -> dict:
-        """Encode the next microbatch of the training order, from the start again after its end."""
-        size, chosen = self.variant.batch_size, []
-        while len(chosen) < size:
-            chosen.append(self.entries[self.position % len(self.entries)])
-            self.position += 1
-        self.examples += size
+        """Encode the next microbatch of the training order (``training.TrainingOrder``)."""
+        chosen = self.order.take(self.variant.batch_size)
+        self.examples += len(chosen)
         return self.encode([entry.text for entry in chosen], [entry.label for entry in chosen])
 
     def stage(self, clock, encoded) -> None:
@@ -197,7 +199,13 @@ class Work(Batched):
         if split.fingerprint != train["fingerprint"]:
             raise ValueError(f"the run's copy of the training split ({split.source}) is not the one the protocol fixed")
         self.entries = list(split.entries)
-        random.Random(self.protocol["seed"]).shuffle(self.entries)
+        self.order = training.TrainingOrder(self.entries, self.protocol["seed"], self.settings.get("shuffle", "once"),
+                                            self.variant.batch_size * self.variant.accumulation)
+        self.head = training.head(prepared.model.get("initialised_for_training") or [], self.settings,
+                                  self.protocol["seed"])
+        self.base = {"path": str(Path(prepared.campaign.model_path).resolve()),
+                     **{key: prepared.model_identity.get(key) for key in ("revision", "revision_source")}}
+        self.order.begin_update()
         with clock.phase("first_forward"):
             loss = self.loss(self.microbatch())
         with clock.phase("first_backward"):
@@ -212,14 +220,26 @@ class Work(Batched):
         self.examples = self.tokens = 0  # the window's figures count its own updates only
 
     def measured(self, corpus_path) -> list:
-        """Run the protocol's updates: each one's microbatches forward and backward, then the optimizer step."""
+        """Run the protocol's updates: each one's microbatches forward and backward, then the optimizer step; the data,
+        forward, backward and optimizer step are each summed over the window (``training.WindowTimers``)."""
         self.corpus_path = corpus_path
-        losses = []
+        losses, timers = [], self.timers
         for _ in range(self.settings["updates"]):
-            loss = self.step(self.microbatch())
-            for _ in range(self.variant.accumulation - 1):
-                loss = loss + self.step(self.microbatch())
+            self.order.begin_update()
+            loss = None
+            for _ in range(self.variant.accumulation):
+                start = timers.mark(on_host=True)
+                encoded = self.microbatch()
+                timers.lap("data", start, on_host=True)
+                start = timers.mark()
+                part = self.loss(encoded)
+                start = timers.lap("forward", start)
+                part.backward()
+                timers.lap("backward", start)
+                loss = part.detach() if loss is None else loss + part.detach()
+            start = timers.mark()
             self.update()
+            timers.lap("optimizer_step", start)
             losses.append(loss)  # on the device: read after the window, never synchronised inside it
             self.completed += 1
         self.window = {"examples": self.examples, "tokens": self.tokens}
@@ -231,7 +251,8 @@ class Work(Batched):
         with clock.phase("validation"):
             predictions = self.validate(load_corpus(self.corpus_path).entries)
         with clock.phase("export"):
-            self.exported = adapted.export(self.model, self.tokenizer, place, self.variant.method)
+            tied = base_of_adapter(self.model, self.base)
+            self.exported = {**adapted.export(self.model, self.tokenizer, place, self.variant.method), **tied}
         self.losses = [float(loss) for loss in losses]
         return predictions
 
@@ -262,5 +283,20 @@ class Work(Batched):
         raise NotImplementedError("an adaptation has no warm-up: its first forward, backward and update are its own phases")
 
     def figures(self, clock, outputs) -> dict:
-        """Return updates, examples and tokens per second, the losses, parameters, memory beside its estimate, export."""
-        return {"adaptation": adapted.figures(clock, self)}
+        """Return updates, examples and tokens per second, the losses, parameters, memory beside its estimate, export;
+        the optimizer settings, the training order, the head's origin and the window's parts summed."""
+        return {"adaptation": {**adapted.figures(clock, self), "optimizer": self.optimizer_settings,
+                               "order": self.order.record(), "head": self.head, **self.timers.record()}}
+
+
+def base_of_adapter(model, base: dict) -> dict:
+    """Write into a LoRA adapter's config the base model's absolute path, so that it loads from any folder (#61: it held
+    the path as given, relative to where run started); return what the record says of it: the path the file holds, the
+    base's revision that ties the adapter to it, and the modules inside the adapter (the classifier head among them)."""
+    config = (getattr(model, "peft_config", None) or {}).get("default")
+    if config is None:
+        return {}
+    config.base_model_name_or_path = base["path"]
+    return {"base_model": {**base, "held_in": "adapter_config.json base_model_name_or_path", "said": BASE_PATH},
+            "inside_adapter": sorted(name.removeprefix("base_model.model.") for name, module in model.named_modules()
+                                     if type(module).__name__ == "ModulesToSaveWrapper")}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from iteralab.machine.phases import batches
+from iteralab.machine.phases import InBatch, batches
 
 QUESTION_UNIT = "corpora"  # what [decision] counts for a kind that runs a model over corpora
 
@@ -55,7 +55,8 @@ class Batched:
         chosen = batches(self.order(entries, token_counts), self.variant.batch_size)[:batch_count]
         for _ in range(passes):
             for batch in chosen:
-                self.step(self.encode([entry.text for entry in batch]))
+                with InBatch(batch) as where:  # a failure names the batch's ids and tokens (#61)
+                    self.step(where.encoded(self.encode([entry.text for entry in batch])))
 
     def before_window(self, clock, prepared, runs_dir) -> None:
         """Warm up untimed over the protocol's first batches, in a phase of its own."""

@@ -9,10 +9,10 @@ from iteralab.core.errors import UserError
 from iteralab.core.language import Text
 from iteralab.declared.corpus import load_corpus, token_counts
 from iteralab.declared.model_check import check_loads
-from iteralab.machine.phases import batches, torch_dtype
+from iteralab.machine.phases import InBatch, batches, torch_dtype
 from iteralab.machine.placement import load_options, placed
 from iteralab.store.trials import PHASES as TRIAL_PHASES
-from iteralab.workloads import batched
+from iteralab.workloads import batched, lengths
 from iteralab.workloads.batched import Batched
 from iteralab.workloads.metrics import check_format, check_ids, evaluate
 from iteralab.workloads.predictions import read_predictions, write_predictions
@@ -25,8 +25,8 @@ PHASES = TRIAL_PHASES
 STAGE_PHASES = ("tokenize", "forward")
 UNIT = "entries"  # what the measured window produces, counted by entries_completed
 COUNTED_PHASES = ("measured_window", "evaluation", "writing_results")  # a trial failing here did some entries
-read_variant, check_variants, inputs, manifest_fields, plan_lines = (
-    batched.read_variant, batched.check_variants, batched.inputs, batched.manifest_fields, batched.plan_lines)
+read_variant, check_variants, inputs, plan_lines = (
+    batched.read_variant, batched.check_variants, batched.inputs, batched.plan_lines)
 QUESTION_UNIT = batched.QUESTION_UNIT
 
 
@@ -90,6 +90,18 @@ def check_corpus(corpus, model: dict, campaign) -> None:
         raise UserError(f"{campaign.source}: [protocol] thresholds on {', '.join(campaign.protocol['thresholds'])} need "
                         f"gold labels, but {campaign.corpus_path} has entries without a label; a campaign without "
                         "thresholds runs too: leave [protocol.thresholds] out")
+    lengths.refuse_beyond(campaign, lambda: _tokens(campaign, corpus))  # max_length beyond the model's positions (#61)
+
+
+def _tokens(campaign, corpus) -> dict[str, int]:
+    from transformers import AutoTokenizer
+
+    return token_counts(AutoTokenizer.from_pretrained(campaign.model_path, local_files_only=True), corpus.entries)
+
+
+def manifest_fields(campaign) -> dict:
+    """Return the model's positions beside the protocol's max_length (#61)."""
+    return {"context": lengths.record(campaign)}
 
 
 def count_tokens(tokenizer, protocol: dict, entries) -> dict[str, int]:
@@ -180,7 +192,8 @@ class Work(Batched):
             entries = self.order(entries, token_counts)
         predictions = []
         for batch in batches(entries, self.variant.batch_size):
-            indexes, scores = self.step(self.encode([entry.text for entry in batch]))
+            with InBatch(batch) as where:  # a failure names the batch's ids and tokens (#61)
+                indexes, scores = self.step(where.encoded(self.encode([entry.text for entry in batch])))
             predictions.extend((entry.id, self.labels[index], score)
                                for entry, index, score in zip(batch, indexes, scores, strict=True))
             self.completed += len(batch)

@@ -11,10 +11,10 @@ from iteralab.core.language import Text
 from iteralab.declared.corpus import load_corpus
 from iteralab.declared.model_check import check_loads
 from iteralab.declared.tables import Table
-from iteralab.machine.phases import batches, torch_dtype
+from iteralab.machine.phases import InBatch, batches, locate, torch_dtype
 from iteralab.machine.placement import cards, load_options, placed
 from iteralab.store.trials import PHASES as TRIAL_PHASES
-from iteralab.workloads import batched, generated
+from iteralab.workloads import batched, generated, lengths
 from iteralab.workloads.batched import Batched
 from iteralab.workloads.classify import quantize
 
@@ -27,8 +27,7 @@ THRESHOLD_METRICS = ("reference_match",)
 PHASES = (*TRIAL_PHASES[:5], "prefill", "decode", *TRIAL_PHASES[5:])
 STAGE_PHASES = ("tokenize", "prefill", "decode")
 COUNTED_PHASES = ("measured_window", "prefill", "decode", "evaluation", "writing_results")
-read_variant, check_variants, inputs, manifest_fields, plan_lines = (
-    batched.read_variant, batched.check_variants, batched.inputs, batched.manifest_fields, batched.plan_lines)
+read_variant, inputs = batched.read_variant, batched.inputs
 QUESTION_UNIT = batched.QUESTION_UNIT
 STOP = Text("the end-of-sequence token, or max_new_tokens")
 evaluate_outputs, write_outputs, read_outputs = generated.evaluate_outputs, generated.write_outputs, generated.read_outputs
@@ -114,11 +113,63 @@ def _eos_ids(model, tokenizer) -> list[int]:
 
 
 def check_corpus(corpus, model: dict, campaign) -> None:
-    """Refuse thresholds on reference outputs when the corpus carries none."""
+    """Refuse thresholds on reference outputs when the corpus carries none, and a prompt limit plus max_new_tokens beyond
+    the model's positions (#61)."""
     if campaign.protocol["thresholds"] and not corpus.labelled:
         raise UserError(f"{campaign.source}: [protocol] thresholds on {', '.join(campaign.protocol['thresholds'])} need a "
                         f"reference output (label) for every entry, but {campaign.corpus_path} has entries without one; a "
                         "campaign without thresholds runs too: leave [protocol.thresholds] out")
+    lengths.refuse_beyond(campaign, lambda: _prompt_tokens(campaign, corpus),
+                          campaign.protocol["generation"]["max_new_tokens"])
+
+
+def _prompt_tokens(campaign, corpus) -> dict[str, int]:
+    from transformers import AutoTokenizer
+
+    return count_tokens(AutoTokenizer.from_pretrained(campaign.model_path, local_files_only=True), campaign.protocol,
+                        corpus.entries)
+
+
+def check_variants(variants, protocol: dict) -> list[str]:
+    """Refuse right padding where a prompt is padded (#61): a decoder-only model continues each row after its last
+    position, so the padding would sit between a shorter prompt and its new tokens and change its output."""
+    settings = protocol.get("generation") or {}
+    if settings.get("padding_side") != "right":
+        return []
+    every = protocol.get("padding") == "max_length"
+    padded = [variant.name for variant in variants if every or variant.batch_size > 1]
+    if not padded:
+        return []
+    why = "padding = \"max_length\" pads every prompt" if every else "batch_size above 1 pads the shorter prompts of a batch"
+    return [f"[generation] padding_side: \"right\" with variant(s) {', '.join(padded)} ({why}): a decoder-only model "
+            "generates after each row's last position, so right padding puts padding tokens between a prompt and its new "
+            "tokens and its outputs differ from the same prompt alone (transformers' own warning of it never reaches the "
+            "pages); use padding_side = \"left\" (the default), which left-pads and gives every row the output it has "
+            "at batch 1"]
+
+
+def manifest_fields(campaign) -> dict:
+    """Return the model's positions beside the longest sequence the protocol lets through (#61)."""
+    return {"context": lengths.record(campaign, campaign.protocol["generation"]["max_new_tokens"])}
+
+
+def plan_lines(prepared) -> list[str]:
+    """Say how prompts are counted and cut, and what the model's positions hold (#61)."""
+    protocol = prepared.campaign.protocol
+    context = lengths.record(prepared.campaign, protocol["generation"]["max_new_tokens"])
+    fits = (f"the model holds {context['positions']} positions ({context['read_from']})" if context["positions"]
+            else str(context["reason"]))
+    return [f"Prompts: max_length {protocol['max_length']} counts every prompt token (the template and the special "
+            f"tokens the tokenizer adds); a longer prompt is cut on the tokenizer's truncation_side, "
+            f"{_cut_side(prepared.campaign)}; length buckets count the prompt before any cut. Longest sequence "
+            f"{context['longest_sequence']} tokens (max_length + max_new_tokens); {fits}"]
+
+
+def _cut_side(campaign) -> str:
+    from transformers import AutoTokenizer
+
+    side = AutoTokenizer.from_pretrained(campaign.model_path, local_files_only=True).truncation_side
+    return "right: its end goes, the template's end with it" if side == "right" else "left: its start goes"
 
 
 def load_model(model_dir, variant, protocol: dict):
@@ -179,6 +230,10 @@ class Work(Batched):
         self.config.update(**self.config._get_default_generation_params(), defaults_only=True)
         self.eos = set(eos)
         self.completed, self.generate_ns, self.window_batches, self.longest_prompt = 0, 0, [], 0
+        # The model's forward passes in the generate call under way: the first is the prefill, each later one a decode
+        # step, so a failure names which (#61). A counter, read only when a call fails.
+        self.forwards = [0]
+        model.register_forward_pre_hook(_counter(self.forwards), prepend=True)  # counted before any other hook runs
         self.padded_prompt, self.kv_bytes, self.measuring = 0, None, False  # the KV cache's tokens and bytes (#63)
         # One card's allocator: a model placed across cards splits its cache over them, so nothing is subtracted there.
         cuda = variant.device.startswith("cuda") and len(cards(variant, protocol)) == 1
@@ -204,8 +259,14 @@ class Work(Batched):
         if max_new_tokens is not None:
             config = copy.deepcopy(self.config)
             config.max_new_tokens = config.min_new_tokens = max_new_tokens
-        with torch.inference_mode():
-            found = self.model.generate(**encoded, generation_config=config, return_dict_in_generate=True)
+        self.forwards[0] = 0
+        try:
+            with torch.inference_mode():
+                found = self.model.generate(**encoded, generation_config=config, return_dict_in_generate=True)
+        except Exception as exc:
+            count = self.forwards[0]
+            locate(exc, generation_phase="prefill" if count <= 1 else "decode", decode_step=count - 1 if count > 1 else None)
+            raise
         if self.measuring:  # the cache's own bytes: tensor sizes, read without waiting for the device
             cache = generated.cache_bytes(generated.returned_cache(found))
             self.kv_bytes = cache if self.kv_bytes is None or (cache or 0) > self.kv_bytes else self.kv_bytes
@@ -222,12 +283,16 @@ class Work(Batched):
         """Run one encoded batch through the model (the warm-up's unit)."""
         return self.generate(encoded)
 
-    def stage(self, clock, encoded) -> None:
-        """Run one encoded validation batch untimed: prefill (one new token), then decode to max_new_tokens."""
+    def stage(self, clock, encoded) -> int:
+        """Run one encoded validation batch untimed: prefill (one new token), then decode every row to max_new_tokens,
+        the end-of-sequence token held back (min_new_tokens), so the stage holds the longest sequence it claims (#61);
+        return the new tokens each row generated."""
+        new_tokens = self.protocol["generation"]["max_new_tokens"]
         with clock.phase("prefill"):
             self.generate(encoded, 1)
         with clock.phase("decode"):
-            self.generate(encoded)
+            self.generate(encoded, new_tokens)
+        return new_tokens
 
     def measured(self, corpus_path) -> list[dict]:
         """Read the corpus, build prompts, tokenize, transfer, generate and decode every output to text on the host."""
@@ -242,14 +307,15 @@ class Work(Batched):
             if seed is not None:
                 torch.manual_seed(seed)
             for batch in batches(entries, self.variant.batch_size):
-                encoded = self.encode([entry.text for entry in batch])
-                started = time.perf_counter_ns()
-                rows = self.step(encoded)
-                if cuda:
-                    torch.cuda.synchronize(self.variant.device)
+                with InBatch(batch) as where:  # a failure names the batch's ids and prompt tokens (#61)
+                    encoded = where.encoded(self.encode([entry.text for entry in batch]))
+                    started = time.perf_counter_ns()
+                    rows = self.step(encoded)
+                    if cuda:
+                        torch.cuda.synchronize(self.variant.device)
                 self.generate_ns += time.perf_counter_ns() - started
                 if seed == generated.seeds(self.protocol)[0]:
-                    self.window_batches.append(encoded)
+                    self.window_batches.append((batch, encoded))
                 lengths = encoded["attention_mask"].sum(dim=1).tolist()
                 self.longest_prompt = max(self.longest_prompt, *lengths)
                 self.padded_prompt = max(self.padded_prompt, encoded["input_ids"].shape[1])
@@ -265,8 +331,9 @@ class Work(Batched):
     def after_window(self, clock, outputs, place) -> list:
         """Time prefill apart (one new token per batch, as optimum-benchmark does); derive decode from the window."""
         with clock.phase("prefill"):
-            for encoded in self.window_batches:
-                self.generate(encoded, 1)
+            for batch, encoded in self.window_batches:
+                with InBatch(batch) as where:
+                    self.generate(where.encoded(encoded), 1)
         self.window_batches = []
         generated.decode_phase(clock, self, outputs)
         return outputs
@@ -274,3 +341,11 @@ class Work(Batched):
     def figures(self, clock, outputs) -> dict:
         """Return tokens in and out, tokens per second, prefill and decode times, and the KV cache beside its estimate."""
         return {"generation": generated.figures(clock, self, outputs)}
+
+
+def _counter(forwards: list[int]):
+    """Return a forward pre-hook that counts the model's forward passes into FORWARDS[0]."""
+    def count(module, args):
+        forwards[0] += 1
+
+    return count

@@ -135,9 +135,15 @@ def decode_phase(clock, work, outputs: list[dict]) -> None:
         clock.skip("decode", Text("the prefill phase took as long as the window's generation calls: the decoding time is "
                                   "below what these timers can tell apart"))
     else:
-        clock.phases["decode"] = {"duration_ns": decode, "completed": True, "derived": Text(
-            "the generation calls of the measured window less the prefill phase for each pass (as optimum-benchmark "
-            "derives decode); timed with CUDA synchronised at every boundary")}
+        clock.phases["decode"] = {"duration_ns": decode, "completed": True,
+                                  "derived": DERIVED_CUDA if work.variant.device.startswith("cuda") else DERIVED_HOST}
+
+
+# How decode was derived, said for the clock it was timed with: a trial on a CPU has no CUDA to synchronise (#61).
+DERIVED_CUDA = Text("the generation calls of the measured window less the prefill phase for each pass (as optimum-benchmark "
+                    "derives decode); timed with CUDA synchronised at every boundary")
+DERIVED_HOST = Text("the generation calls of the measured window less the prefill phase for each pass (as optimum-benchmark "
+                    "derives decode); timed with the host's clock, with no device to synchronise")
 
 
 def figures(clock, work, outputs: list[dict]) -> dict:

@@ -136,7 +136,7 @@ def adapt_pair(base: Path, entries, microbatch: int, updates: int):
     import torch
 
     from iteralab.run.campaign import Variant
-    from iteralab.workloads import adapting
+    from iteralab.workloads import adapting, training
 
     variant = Variant("bench", "bench", microbatch, "fp32", "none", False, "sdpa", False, "cpu", method="all",
                       accumulation=1, changes_effective_batch=False)
@@ -146,7 +146,8 @@ def adapt_pair(base: Path, entries, microbatch: int, updates: int):
     tokenizer, model = adapting.load_model(base, variant, protocol)
     work = adapting.Work(tokenizer, model, variant, protocol)
     rows = list(entries[:updates * microbatch])
-    work.entries = rows
+    work.order = training.TrainingOrder(rows, 1, "once", microbatch)
+    work.order.order = rows  # in file order, as the bare loop takes them
     trainable = [parameter for parameter in model.parameters() if parameter.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=settings["learning_rate"], weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0)  # as the runner's constant schedule
@@ -156,7 +157,7 @@ def adapt_pair(base: Path, entries, microbatch: int, updates: int):
     bare_train(model, tokenizer, optimizer, schedule, rows[:microbatch], microbatch, 64)
 
     def runner():
-        work.position = work.examples = work.tokens = 0  # the same reviews each round
+        work.order.position = work.examples = work.tokens = 0  # the same reviews each round
         return work.measured(None)
 
     return runner, (lambda: bare_train(model, tokenizer, optimizer, schedule, rows, microbatch, 64))
