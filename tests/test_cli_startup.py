@@ -109,7 +109,7 @@ STARTS = {
     ("cost", "--help"): ("cost", {"cli", "core", "money"}, set()),
     ("doctor", "--help"): ("doctor", {"cli", "core", "money", "store", *RUNNER}, set()),
     ("build", "--help"): ("build", {"cli", "core", "money", "store", "ledger", "decision", *SITE}, {"jinja2"}),
-    ("check", "--help"): ("check", {"cli", "core", "money", "store", "ledger", "decision"}, set()),
+    ("check", "--help"): ("check", {"cli", "core", "money", "store", "ledger", "decision", "run"}, set()),
 }
 
 

@@ -15,8 +15,11 @@ from iteralab.store import reading
 @click.argument("runs", type=FOLDER, default=DEFAULT_RUNS, required=False)
 @json_option
 def check(runs, as_json):
-    """Validate every record under the runs folder and every rental's runs; list each problem with where it is, then the
-    files no record refers to (safe to remove) and the torn writes a resume closed (not problems)."""
+    """Validate every record under the runs folder and every rental's runs; list each problem with where it is.
+
+    Then, as information: the files no record refers to (safe to remove) and the torn writes a resume closed (not
+    problems).
+    """
     torn: list[dict] = []
     loaded = rental_checks.check_folder(runs, torn)
     left = leftovers.unreferenced(runs, loaded)
