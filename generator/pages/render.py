@@ -61,11 +61,13 @@ FORMATS = {
 # sees, "evil" read as "live" and the rest of the sentence backwards (Trojan Source, CVE-2021-42574). No template or
 # message holds one, so every one on a page came from what was recorded: each is shown as its code point instead.
 BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+# Nine substring tests run at C speed: 1.5 ms against the character class's 45 ms on a 2 MB trials page (#59).
+CONTROLS = tuple("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def visible_controls(text: str) -> str:
     """Return TEXT with each bidirectional control shown as its code point ('[U+202E]'): markup stays markup."""
-    if not BIDI_CONTROLS.search(text):
+    if not any(control in text for control in CONTROLS):
         return text
     shown = BIDI_CONTROLS.sub(lambda found: f"[U+{ord(found.group()):04X}]", text)
     return Markup(shown) if isinstance(text, Markup) else shown

@@ -3,30 +3,21 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
+import importlib
 import shutil
-import tomllib
-from importlib import resources
 from pathlib import Path
 
-import orjson
-
-from iteralab.core import language, workers
+from iteralab.core import language
 from iteralab.core.errors import UserError
 from iteralab.core.paths import DEFAULT_RUNS, notes_folder, sheets_folder
-from iteralab.decision.qualification import qualify
 from iteralab.evidence import signing
-from iteralab.money.catalog import load_catalog
-from iteralab.pages import charts, per_campaign, questions
-from iteralab.pages.generated import kv_note
-from iteralab.pages.notes import load_notes, note_problems
-from iteralab.pages.render import TEMPLATES, jinja_environment
-from iteralab.site import favicon, incremental, published, stored, vendor
-from iteralab.site.campaign import Places, catalog_rows, render_part
-from iteralab.site.output import STATE_FILE, Writer, build_stamp, inputs_digest, list_files, shared_key, software
-from iteralab.store.reading import is_records_file, load_table
-from iteralab.store.records import KINDS
+from iteralab.site.output import STATE_FILE, inputs_digest, list_files, read_head, software
+
+# A rebuild with nothing to do imports what it needs to tell so (the listing, the inputs' digest, the state's first
+# line); what a build with work does is in site/changed.py, imported only then, with the record table's libraries, the
+# pages and the decision (a no-change rebuild of 1,000 campaigns spent 0.1 s importing them, as long as it took to decide
+# there was nothing to do).
+CHANGED = "iteralab.site.changed"
 
 
 def _refuse_nested(runs: Path, out: Path) -> None:
@@ -105,7 +96,7 @@ def _feed_base(base_url: str | None, code: str | None) -> str:
 def held_languages(out: Path) -> tuple[str, tuple[str, ...]]:
     """Return the language an earlier build wrote at the top of OUT (English for a new one) and those it wrote into
     OUT/CODE/, each folder with its build state."""
-    top = _read_state(Path(out) / STATE_FILE).get("language")
+    top = read_head(Path(out) / STATE_FILE).get("language")
     top = top if top in language.LANGUAGES else language.DEFAULT
     return top, tuple(code for code in language.LANGUAGES if code != top and (Path(out) / code / STATE_FILE).is_file())
 
@@ -128,21 +119,14 @@ def _prefix(code: str, other: str, first: str) -> str:
 
 
 class _Inputs:
-    """What every language's build reads alike: the runs folder's listing, and its record table once one needs it."""
+    """What every language's build reads alike: the runs folder's listing, and its record table once one needs it
+    (``changed.record_table``)."""
 
     def __init__(self, runs: Path):
         # Each campaign's predictions folder is one entry: its times stand for its names (listing 100,000 of them took a
         # third of a second); only the changed campaigns' folders are listed, when they are rendered.
-        self.runs, self.summary, self._table = runs, list_files(runs, summarised=True), None
+        self.runs, self.summary, self.table = runs, list_files(runs, summarised=True), None
         self.folders = {relative[:-1]: entry for relative, entry in self.summary if relative.endswith("/")}
-
-    def table(self):
-        """Return the record table (columns only), loaded at the first call."""
-        # The listing names the records files already: walking 100,000 prediction files again took half a second.
-        if self._table is None:
-            self._table = load_table(self.runs, sorted(self.runs / relative for relative, _ in self.summary
-                                                       if relative.endswith(".jsonl") and is_records_file(relative)))
-        return self._table
 
 
 def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, processes,
@@ -150,174 +134,20 @@ def _build_language(*, inputs: _Inputs, out: Path, notes, catalog, sheets, proce
     """Build the site in the current language into OUT."""
     runs, out = inputs.runs, Path(out)
     _refuse_nested(runs, out)
-    places = Places(out, runs, notes_folder(runs, notes), Path(catalog) if catalog else None, alternates, signer)
+    notes_dir, catalog_file = notes_folder(runs, notes), Path(catalog) if catalog else None
     sheets_dir = sheets_folder(runs, sheets)
-    state = _read_state(out / STATE_FILE)
     # The 404 page links from where the site is published: another --base-url is a change to build.
     signed = signer.fingerprint if signer else ""  # another signing key (or none) changes every bundle
-    digest = (f"{inputs_digest(inputs.summary, places.notes, sheets_dir, places.catalog, alternates)}|{base_path}|{signed}|{feed_base}"
+    digest = (f"{inputs_digest(inputs.summary, notes_dir, sheets_dir, catalog_file, alternates)}|{base_path}|{signed}|{feed_base}"
               f"|{software()}")
-    if state.get("inputs") == digest and (out / "index.html").is_file():
-        return {"index": out / "index.html", "campaigns": len(state.get("campaigns", {})), "rendered": [], "copied": 0, "processes": 1,
-                "written": 0, "unchanged": 0, "problems": state.get("problems", []), "failed": state.get("failed", {})}
-    # The record table (columns only, one for every language), then keys per campaign; only changed campaigns' records
-    # are read whole.
-    table = inputs.table()
-    price_catalog = load_catalog(catalog)
-    all_notes = load_notes(places.notes)
-    plan = _plan(table, inputs, sheets_dir, price_catalog, all_notes, places.alternates, signed)
-    names, keys, problems = plan["names"], plan["keys"], plan["problems"]
-    previous, summaries = state.get("campaigns", {}), state.get("summaries", {})
-    state.setdefault("answers", {})
-    stale = [name for name in names if previous.get(name) != keys[name] or name not in summaries or name not in state["answers"]
-             or not (out / "campaigns" / name / "index.html").is_file()]
-    writer = Writer(out)
-    parts = table.parts({name: plan["positions"][name] for name in stale})
-    present = incremental.present_predictions(table, {name: plan["positions"][name] for name in stale}, runs)
-    store_limit = stored.limit_bytes()
-    tasks = [(name, parts[name], plan["notes"][name], plan["sheets"][name], plan["stamps"][name], present[name],
-              stored.entry_key(keys[name], runs, places.notes) if store_limit else None)
-             for name in stale]
-    shared = {"problems": problems, "catalog": price_catalog, "places": places, "language": language.current(),
-              "revisions": plan["revisions"],
-              # Made here once, with Altair, and handed to every worker: none imports Altair itself.
-              "chart_specs": {language.current(): charts.made(language.current())} if tasks else {}}
-    answers, failed, count = _render_campaigns(tasks, places, processes, writer, shared, summaries)
-    if store_limit and stale:
-        stored.prune(store_limit)
-    # A failed campaign is never remembered as done (its key is None): every failure is one of this build's.
-    answers |= {name: state["answers"][name] for name in names if name not in answers}
-    failed = dict(sorted(failed.items()))
-    for name in failed:  # rendered again next time, to say again why (or to succeed once its records are fixed)
-        keys[name] = None
-    for gone in set(previous) - set(keys):
-        shutil.rmtree(out / "campaigns" / gone, ignore_errors=True)
-    summaries = {name: summaries[name] for name in names}
-    common = {"stamp": build_stamp(max((at for at in plan["newest"].values() if at), default=None)), "catalog": price_catalog,
-              "alternates": places.alternates}
-    problems = problems + plan["sheet_problems"] + note_problems(all_notes, summaries)
-    _write_site_pages(writer, plan, summaries, all_notes, answers, problems, {**common, "failed": failed},
-                      served_root(base_path, places.alternates), feed_base)
-    state = {"format": incremental.STATE_FORMAT, "inputs": digest, "campaigns": keys, "summaries": summaries,
-             "answers": {name: answers[name] for name in names}, "problems": problems, "failed": failed,
-             "language": language.current()}
-    writer.write(STATE_FILE, orjson.dumps(state, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE))
-    return {"index": out / "index.html", "campaigns": len(names), "rendered": stale, "copied": writer.copied, "processes": count,
-            "written": writer.written, "unchanged": writer.kept, "problems": problems, "failed": failed}
-
-
-def _plan(table, inputs: _Inputs, sheets_dir: Path, price_catalog, all_notes: list, alternates: tuple, signed: str = "") -> dict:
-    """Work out each campaign's inputs and key from the record table, and settle the qualification sheets."""
-    positions = incremental.groups(table)
-    names = list(positions)
-    problems = table.all_problems()
-    sheet_problems: list[str] = []
-    qualified = []
-    if sheets_dir.is_dir():  # a sheet reads its campaign's trials: only those campaigns' records are read whole
-        named = sheet_campaigns(sheets_dir) & set(names)
-        qualified = qualify(sheets_dir, table.loaded(named), price_catalog, sheet_problems, campaigns=names)
-    notes = {name: tuple(n for n in all_notes if n.meta.get("campaign") == name) for name in names}
-    sheets = {name: tuple(s for s in qualified if s.campaign == name) for name in names}
-    newest = incremental.newest_records(table, positions)
-    stamps = {name: build_stamp(newest[name]) for name in names}
-    folders = incremental.prediction_folders(table, positions)
-    stamped = incremental.folder_stamps(inputs.runs, set().union(*folders.values()), inputs.folders)
-    folder_keys = {name: json.dumps(sorted((folder, stamped[folder]) for folder in folders[name])) for name in names}
-    # A campaign's revisions before and after it (#35) show on its pages and in its bundle: a new revision renders it again.
-    manifests = questions.latest_manifests(table)
-    revisions = questions.links(manifests)
-    others = incremental.other_files(inputs.summary)
-    for name, link in revisions.items():
-        others[name] = f"{others.get(name, '')}\0{json.dumps(link, sort_keys=True)}"
-    keys = incremental.campaign_keys(table, positions, shared_key(price_catalog, alternates, signed), problems, folder_keys, notes,
-                                     sheets, stamps, others)
-    return {"names": names, "positions": positions, "problems": problems, "sheet_problems": sheet_problems, "notes": notes,
-            "sheets": sheets, "newest": newest, "stamps": stamps, "keys": keys, "manifests": manifests,
-            "revisions": revisions}
-
-
-def _read_state(path: Path) -> dict:
-    """Return what the last build recorded, or nothing when there is no readable state of this format."""
-    try:
-        # orjson: a thousand campaigns' state is megabytes, read on every build, a no-change one included.
-        state = orjson.loads(path.read_bytes()) if path.is_file() else {}
-    except orjson.JSONDecodeError:  # bytes that are not UTF-8 JSON too
-        return {}
-    return state if isinstance(state, dict) and state.get("format") == incremental.STATE_FORMAT else {}
-
-
-def _render_campaigns(tasks: list[tuple], places: Places, processes: int | None, writer: Writer, common: dict,
-                      summaries: dict) -> tuple[dict, dict, int]:
-    """Render the campaigns that changed, on several processes when there is enough work; return answers and failures."""
-    tasks = sorted(tasks, key=lambda task: (-len(task[1].frame), task[0]))  # heaviest first: no worker left with a big one
-    count = workers.choose_workers(processes, sum(len(task[1].frame) for task in tasks), len(tasks))
-    results = workers.run(render_part, tasks, count, common)
-    answers, failed = {}, {}
-    for task, (written, kept, answer, failure, summary, copied) in zip(tasks, results, strict=True):
-        writer.written += written
-        writer.kept += kept
-        writer.copied += copied
-        answers[task[0]], summaries[task[0]] = answer, summary
-        if failure:
-            failed[task[0]] = failure
-    return answers, failed, count
-
-
-def served_root(base_path: str, alternates: tuple) -> str:
-    """Return where the 404 page's links start: served for a missing path at any depth, its links start at the path the
-    site is published under (the host's root unless --base-url says otherwise; another language: below it)."""
-    primary = not any(prefix.startswith("../") for _, _, prefix in alternates)
-    return base_path if primary else f"{base_path}{language.current()}/"
-
-
-def _write_site_pages(writer: Writer, plan: dict, summaries: dict, all_notes: list, answers: dict, problems: list,
-                      common: dict, root: str, feed_base: str) -> None:
-    """Write the shared pages, the pages of questions asked again and the feed."""
-    asked = questions.question_pages(summaries, plan["manifests"], plan["revisions"])
-    _write_shared_pages(writer, summaries, all_notes, answers, problems, {**common, "served_root": root, "asked": asked})
-    published.write_questions(writer, asked, answers, common)
-    writer.write(published.FEED, published.feed_bytes(summaries, answers, asked, common["failed"], feed_base))
-
-
-def _write_shared_pages(writer: Writer, summaries: dict, all_notes: list, answers: dict, problems: list, common: dict) -> None:
-    """Write the index, catalog, sizing and note pages, the stylesheet and the record schemas."""
-    env = jinja_environment()
-    writer.write("index.html", env.get_template("index.html").render(root="", page="index.html", campaigns=list(summaries.values()), notes=all_notes,
-                                                                      answers=answers, problems=problems, index_rows=per_campaign.index_rows, **common))
-    writer.write("404.html", env.get_template("404.html").render(root=common["served_root"], page="404.html", **common))
-    writer.write("catalog.html", env.get_template("catalog.html").render(root="", page="catalog.html", rows=catalog_rows(common["catalog"]),
-                                                                          **common))
-    rows = [row for summary in summaries.values() for row in summary["sizing"]]
-    kvs = [row.get("kv") for row in rows if row.get("kv")]  # a state kept by an older build has no KV cache figure
-    writer.write("sizing.html", env.get_template("sizing.html").render(
-        root="", page="sizing.html", rows=rows, kvs=kvs, kv_note=kv_note, adapted=[row for row in rows if row.get("adaptation")],
-        sizing_table_rows=per_campaign.sizing_table_rows, adaptation_rows=per_campaign.adaptation_rows, **common))
-    anchors = {name: summary["variants"] for name, summary in summaries.items()}
-    for note in all_notes:
-        writer.write(f"notes/{note.slug}.html", env.get_template("note.html").render(
-            root="../", page=f"notes/{note.slug}.html", note=note, known=set(summaries), anchors=anchors,
-            note_problems=[p for p in problems if p.startswith(f"notes/{note.source}: ")], **common))
-    writer.write("assets/style.css", (TEMPLATES / "assets" / "style.css").read_bytes())
-    writer.write("assets/charts.js", (TEMPLATES / "assets" / "charts.js").read_bytes())
-    writer.write(favicon.FILE, favicon.ico())  # at the folder's top: where a browser asks for it unless told otherwise
-    # Each language's folder carries the libraries too: it can be published, or opened from disk, on its own.
-    writer.write(vendor.BUNDLE, vendor.bundle())
-    writer.write(vendor.LICENCES, (TEMPLATES / vendor.LICENCES).read_bytes())
-    folder = resources.files("iteralab.store") / "schemas"
-    for kind in ("common", *KINDS):
-        writer.write(f"schemas/{kind}.schema.json", (folder / f"{kind}.schema.json").read_bytes())
-
-
-def sheet_campaigns(folder: Path) -> set[str]:
-    """Return the campaigns the sheets in FOLDER name (a sheet that cannot be read names none; qualify says why)."""
-    names = set()
-    for path in sorted(Path(folder).glob("*.toml")):
-        with contextlib.suppress(OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-            campaign = tomllib.loads(path.read_text(encoding="utf-8")).get("campaign")
-            if isinstance(campaign, str):
-                names.add(campaign)
-    return names
-
+    head = read_head(out / STATE_FILE)
+    if head.get("inputs") == digest and (out / "index.html").is_file():
+        return {"index": out / "index.html", "campaigns": head.get("count", 0), "rendered": [], "copied": 0, "processes": 1,
+                "written": 0, "unchanged": 0, "problems": head.get("problems", []), "failed": head.get("failed", {})}
+    return importlib.import_module(CHANGED).build(
+        inputs=inputs, out=out, catalog=catalog, sheets_dir=sheets_dir, wanted=processes,
+        places_of=(notes_dir, catalog_file, alternates, signer), digest=digest, signed=signed, base_path=base_path,
+        feed_base=feed_base)
 
 
 def describe_build(result: dict) -> str:

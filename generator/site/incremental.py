@@ -106,19 +106,23 @@ def present_predictions(table: RecordTable, positions: dict[str, np.ndarray], ru
     """
     paths = table.frame["predictions_path"].to_numpy(dtype=object)
     listings: dict[str, frozenset] = {}
-    found = {}
-    for name, rows in positions.items():
-        present = set()
-        for path in paths[rows]:
-            if isinstance(path, str):
-                normal = posixpath.normpath(path)
-                folder, _, file = normal.rpartition("/")
-                if folder not in listings:
-                    listings[folder] = _files_in(runs, folder)
-                if file in listings[folder]:
-                    present.add(normal)
-        found[name] = frozenset(present)
-    return found
+    return {name: present_among(paths[rows], runs, listings) for name, rows in positions.items()}
+
+
+def present_among(paths, runs: Path, listings: dict | None = None) -> frozenset:
+    """Return the prediction files among PATHS (a campaign's column of them: a path or nothing per record), normal, that
+    are in the runs folder (``present_predictions``). LISTINGS: the folders listed already, by their path."""
+    listings = {} if listings is None else listings
+    present = set()
+    for path in paths:
+        if isinstance(path, str):
+            normal = posixpath.normpath(path)
+            folder, _, file = normal.rpartition("/")
+            if folder not in listings:
+                listings[folder] = _files_in(runs, folder)
+            if file in listings[folder]:
+                present.add(normal)
+    return frozenset(present)
 
 
 def _files_in(runs: Path, folder: str) -> frozenset:

@@ -3,35 +3,30 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import hashlib
 import json
 import os
-from importlib import metadata
+from importlib import metadata, resources
 from pathlib import Path
+
+import orjson
 
 import iteralab
 from iteralab.core import language
-from iteralab.core.errors import UserError, write_error
+from iteralab.core.errors import write_error
 from iteralab.core.files import write_atomically
-from iteralab.core.language import Text
-from iteralab.money.catalog import Catalog
-from iteralab.pages.render import TEMPLATES, moment, template_files
 from iteralab.site import vendor
 
+# A no-change rebuild imports this module, not the pages' (Jinja, the decision, the catalog): site/changed.py makes the
+# stamps and the campaigns' shared key with them. A build of 1,000 campaigns with nothing to do spent longer importing
+# them than deciding so.
+
 STATE_FILE = ".iteralab-build.json"
-
-
-def build_stamp(latest: str | None) -> str:
-    """Name the build time from SOURCE_DATE_EPOCH, else the newest record shown, so output is reproducible."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    if epoch:
-        try:
-            built = dt.datetime.fromtimestamp(int(epoch), dt.UTC)
-        except ValueError:
-            raise UserError(f"SOURCE_DATE_EPOCH={epoch!r} is not a whole number of seconds") from None
-        return Text("built {time}", time=moment(f"{built:%Y-%m-%dT%H:%M}+00:00")).say()
-    return Text("records up to {time}", time=moment(latest)).say() if latest else Text("no records yet").say()
+# Of the build state file; a state of another format is ignored (every campaign is rendered again, or copied from the
+# store of rendered campaigns). 5: a first line of what a no-change rebuild reads (the inputs' digest, the language,
+# the problems said), then the rest (each campaign's key, summary and answer), so that a rebuild with nothing to do
+# parses a line, not the megabytes of a thousand campaigns' summaries.
+STATE_FORMAT = 5
 
 
 class Writer:
@@ -126,7 +121,7 @@ PREDICTIONS = "predictions"  # each run's folder of prediction files, named in i
 
 def inputs_digest(runs_files: list, notes_dir: Path, sheets_dir: Path, catalog: Path | None, alternates: tuple = ()) -> str:
     """Hash everything a build reads: files of the runs folder by size and times, notes, sheets, catalog, templates, words."""
-    digest = hashlib.sha256(f"{iteralab.__version__}|{os.environ.get('SOURCE_DATE_EPOCH')}|{_words(alternates)}".encode())
+    digest = hashlib.sha256(f"{iteralab.__version__}|{os.environ.get('SOURCE_DATE_EPOCH')}|{words(alternates)}".encode())
     listing = []  # names, sizes and times, hashed in one call: a no-change rebuild of 100,000 trials stats them all
     for relative, entry in runs_files:
         if relative.endswith(f"/{PREDICTIONS}/"):
@@ -146,14 +141,39 @@ def inputs_digest(runs_files: list, notes_dir: Path, sheets_dir: Path, catalog: 
         if folder.is_dir():
             for path in sorted(p for p in folder.rglob("*") if p.is_file()):
                 digest.update(path.as_posix().encode("utf-8", "surrogateescape") + b"\0" + path.read_bytes())
-    for path in template_files():
-        digest.update(path.relative_to(TEMPLATES).as_posix().encode() + b"\0" + path.read_bytes())
+    for relative, path in _templates_folder():
+        digest.update(relative.encode("utf-8", "surrogateescape") + b"\0" + _read(path))
     if catalog is not None and catalog.is_file():
         digest.update(catalog.read_bytes())
     return digest.hexdigest()
 
 
-def _words(alternates: tuple) -> str:
+def _templates_folder() -> list[tuple[str, str]]:
+    """Return (relative posix path, path) of every file of the templates' folder, sorted, bytecode left out.
+
+    What the pages are made from, without importing the pages' module (and Jinja): every template, stylesheet and
+    script (``pages.render.template_files``), and the package's few other files, which only make the digest change
+    more often, never less.
+    """
+    found, pending = [], [(str(resources.files("iteralab.templates")), "")]
+    while pending:
+        current, prefix = pending.pop()
+        with os.scandir(current) as entries:
+            for entry in entries:
+                if entry.is_dir():
+                    if entry.name != "__pycache__":
+                        pending.append((entry.path, f"{prefix}{entry.name}/"))
+                elif not entry.name.endswith((".pyc", ".pyo")):
+                    found.append((f"{prefix}{entry.name}", entry.path))
+    return sorted(found)
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def words(alternates: tuple) -> str:
     """Name the build's language, its catalog's bytes and the languages its pages link to."""
     code = language.current()
     return json.dumps([code, language.catalog_digest(code), alternates])
@@ -166,10 +186,31 @@ def software() -> str:
     return f"{iteralab.__version__}|{vendor.versions()}|{packages}"
 
 
-def shared_key(catalog: Catalog, alternates: tuple = (), signed: str = "") -> str:
-    """Hash what every campaign's pages depend on: code version, templates, catalog, language, the bundles' signing key."""
-    digest = hashlib.sha256(f"{software()}|{_words(alternates)}|{signed}".encode())
-    for template in template_files():
-        digest.update(template.name.encode() + template.read_bytes())
-    digest.update(json.dumps(catalog.snapshot(), sort_keys=True).encode())
-    return digest.hexdigest()
+def read_head(path: Path) -> dict:
+    """Return the first line of the build state at PATH (the inputs' digest, the language, the campaigns' count, the
+    problems said), or nothing when there is no readable state of this format."""
+    try:
+        with open(path, "rb") as handle:
+            head = orjson.loads(handle.readline())
+    except (OSError, orjson.JSONDecodeError):  # bytes that are not UTF-8 JSON too
+        return {}
+    return head if isinstance(head, dict) and head.get("format") == STATE_FORMAT else {}
+
+
+def read_state(path: Path) -> dict:
+    """Return the build state at PATH (its first line, and each campaign's key, summary and answer), or nothing when
+    there is no readable state of this format."""
+    try:
+        with open(path, "rb") as handle:
+            head, body = orjson.loads(handle.readline()), orjson.loads(handle.read())
+    except (OSError, orjson.JSONDecodeError):  # bytes that are not UTF-8 JSON too
+        return {}
+    if not (isinstance(head, dict) and head.get("format") == STATE_FORMAT and isinstance(body, dict)):
+        return {}
+    return {**body, **head}
+
+
+def state_bytes(head: dict, body: dict) -> bytes:
+    """Return the build state as ``read_head`` and ``read_state`` read it: HEAD on the first line, BODY on the second."""
+    option = orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
+    return orjson.dumps({**head, "format": STATE_FORMAT}, option=option) + orjson.dumps(body, option=option)

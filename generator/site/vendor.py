@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from importlib import metadata
+from pathlib import Path
 
 from iteralab.core.files import cache_root, write_atomically
 
@@ -19,7 +22,44 @@ def versions() -> str:
 
 def bundle() -> bytes:
     """Return the one script file of the chart libraries, made once a machine (about a second) and kept in the cache."""
-    made = cache_root() / "vendor" / f"vega-embed-vl-convert-{metadata.version('vl-convert-python')}-vl{VEGA_LITE}.js"
+    global _making
+    if _making is not None:  # started by prepare(): its bytes, or made here when it failed (saying why)
+        _making.join()
+        _making = None
+        if "bytes" in _made:
+            return _made.pop("bytes")
+    return _bundle()
+
+
+def prepare() -> None:
+    """Start making the bundle in a thread where this machine keeps none, for ``bundle()`` to take later.
+
+    vl-convert runs its JavaScript engine with the interpreter's lock released: a cold build makes the bundle (1.5 s)
+    on the core its planning leaves idle, not after every campaign is rendered.
+    """
+    global _making
+    if _making is not None or _kept().is_file():
+        return
+    _made.clear()
+    _making = threading.Thread(target=_make_aside, name="iteralab-vendor-bundle", daemon=True)
+    _making.start()
+
+
+_making: threading.Thread | None = None
+_made: dict = {}
+
+
+def _make_aside() -> None:
+    with contextlib.suppress(Exception):  # made again by bundle(), where the error is raised to the build
+        _made["bytes"] = _bundle()
+
+
+def _kept() -> Path:
+    return cache_root() / "vendor" / f"vega-embed-vl-convert-{metadata.version('vl-convert-python')}-vl{VEGA_LITE}.js"
+
+
+def _bundle() -> bytes:
+    made = _kept()
     try:
         return made.read_bytes()
     except OSError:

@@ -150,8 +150,11 @@ def file_columns(path: Path, seen: dict | None = None) -> tuple[pa.Table, list[t
     return read.table, read.problems, read.sha256
 
 
-def read_file(path: Path, seen: dict | None = None) -> Read:
-    """Return what records file PATH holds, as ``file_columns`` says, with the facts the folder's cache keeps."""
+def read_file(path: Path, seen: dict | None = None, *, keep: bool = True) -> Read:
+    """Return what records file PATH holds, as ``file_columns`` says, with the facts the folder's cache keeps.
+
+    KEEP false: no cache file of its own is written (the folder's cache, written by the caller, holds what was read).
+    """
     import pyarrow as pa
 
     with open(path, "rb") as handle, mapped(handle) as data:
@@ -171,7 +174,7 @@ def read_file(path: Path, seen: dict | None = None) -> Read:
             table = pa.concat_tables([cached.table, _table(rows)]) if rows else cached.table
             problems = cached.problems + problems
         digest = cached.sha256 if cached is not None and complete == cached.size else _sha256(data, complete)
-        if new_lines or (cached is not None and not unchanged and stamp is not None):
+        if keep and (new_lines or (cached is not None and not unchanged and stamp is not None)):
             write_cache(path, digest, complete, first_line - 1 + new_lines, problems, table, stamp)
         if complete < len(data):  # a write cut off: said every time it is read, never cached
             problems.append((first_line + new_lines, TORN))
@@ -200,6 +203,17 @@ def write_copy_cache(path: Path, table: pa.Table, problems: list[tuple[int, str]
     cached = [(line, message) for line, message in problems if message != TORN]
     write_cache(path, sha256, complete, lines, cached, table, stamp)
     return {"stamp": stamp, "lines": lines, "complete": complete} if stamp is not None else None
+
+
+def ends(path, size: int, count: int = 4096) -> bytes | None:
+    """Return a digest of the first and last COUNT bytes of the file PATH of SIZE bytes (None when unreadable)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(count)
+            handle.seek(max(size - count, 0))
+            return hashlib.blake2b(head + b"\0" + handle.read(count), digest_size=16).digest()
+    except OSError:
+        return None
 
 
 def _count_lines(data, size: int) -> int:

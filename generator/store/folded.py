@@ -78,6 +78,11 @@ def stamp(path: Path) -> list[int] | None:
         info = os.stat(path)
     except (OSError, ValueError):
         return None
+    return stamp_of(info)
+
+
+def stamp_of(info: os.stat_result) -> list[int]:
+    """Return the stamp of a records file from its stat result: size, modification and change times, inode, device."""
     return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,26 +50,9 @@ class RecordTable:
 
     def records(self, rows) -> list[dict | None]:
         """Return the records of ROWS (a slice of the frame), in the slice's order, read from their files."""
-        import numpy as np
-
-        found: list = [None] * len(rows)
-        files, offsets = rows["file"].to_numpy(), rows["offset"].to_numpy()
-        ends, ids = offsets + rows["length"].to_numpy(), rows["record_id"].tolist()
-        order = np.argsort(files, kind="stable")
-        for group in np.split(order, np.flatnonzero(np.diff(files[order])) + 1) if len(order) else ():
-            file_index = files[group[0]]
-            try:
-                with open(self.paths[file_index], "rb") as handle, columns.mapped(handle) as data:
-                    for position in group:
-                        line = data[offsets[position]:ends[position]]
-                        record, problem = columns.parse_line(line, check=False)
-                        if problem or record.get("record_id") != ids[position]:
-                            raise OSError("its lines moved")
-                        found[position] = record
-            except OSError as error:
-                raise UserError(f"{self.shown[file_index]} changed while it was being read ({error}); records are only "
-                                "ever appended: if another program rewrote it, restore it, then run the command again") from None
-        return found
+        offsets = rows["offset"].to_numpy()
+        return read_lines(self.paths, self.shown, rows["file"].to_numpy(), offsets, offsets + rows["length"].to_numpy(),
+                          rows["record_id"].tolist())
 
     def loaded(self, campaigns=None) -> Loaded:
         """Return the records of CAMPAIGNS (every campaign when None), and every problem of the whole folder."""
@@ -79,28 +63,6 @@ class RecordTable:
     def places(self, rows) -> list[str]:
         """Return 'file:line' of each of ROWS (a slice of the frame)."""
         return [f"{self.shown[file]}:{line}" for file, line in zip(rows["file"].tolist(), rows["line"].tolist(), strict=True)]
-
-    def parts(self, positions: dict) -> dict[str, RecordTable]:
-        """Return, per campaign of POSITIONS (its rows' positions), its rows with only the files they lie in.
-
-        What a worker needs to read a campaign's records. The table is put in campaign order once and cut into slices:
-        selecting each campaign's rows from the whole table took 24 ms a campaign at 100,000 rows.
-        """
-        import numpy as np
-
-        names = list(positions)
-        order = np.concatenate([positions[name] for name in names]) if names else np.zeros(0, dtype=np.int64)
-        ordered = self.frame.take(order)
-        bounds = np.cumsum([0, *(len(positions[name]) for name in names)])
-        return {name: self._part(ordered.iloc[bounds[index]:bounds[index + 1]]) for index, name in enumerate(names)}
-
-    def _part(self, rows) -> RecordTable:
-        import numpy as np
-
-        used, renumbered = np.unique(rows["file"].to_numpy(), return_inverse=True)
-        rows = rows.assign(file=renumbered.astype("int32"))
-        return RecordTable(rows, [self.paths[i] for i in used], [self.shown[i] for i in used], [],
-                           [self.digests[i] for i in used] if self.digests else None)
 
     def all_problems(self) -> list[str]:
         """Return the lines skipped and, for every campaign, repeated deliverables and references to nothing."""
@@ -119,21 +81,45 @@ class RecordTable:
         return list(self._all_problems)
 
 
+def read_lines(paths: list, shown: list[str], files, offsets, ends, ids: list[str]) -> list[dict | None]:
+    """Return the records whose lines lie in PATHS[FILES] (arrays) from OFFSETS to ENDS, checked to be IDS, in order."""
+    import numpy as np
+
+    found: list = [None] * len(ids)
+    order = np.argsort(files, kind="stable")
+    for group in np.split(order, np.flatnonzero(np.diff(files[order])) + 1) if len(order) else ():
+        file_index = files[group[0]]
+        try:
+            with open(paths[file_index], "rb") as handle, columns.mapped(handle) as data:
+                for position in group:
+                    line = data[offsets[position]:ends[position]]
+                    record, problem = columns.parse_line(line, check=False)
+                    if problem or record.get("record_id") != ids[position]:
+                        raise OSError("its lines moved")
+                    found[position] = record
+        except OSError as error:
+            raise UserError(f"{shown[file_index]} changed while it was being read ({error}); records are only "
+                            "ever appended: if another program rewrote it, restore it, then run the command again") from None
+    return found
+
+
 def load(runs_dir: Path) -> Loaded:
     """Read every records file under RUNS_DIR, merging copies by record_id."""
     return load_table(runs_dir).loaded()
 
 
-def load_table(runs_dir: Path, files: list[Path] | None = None) -> RecordTable:
+def load_table(runs_dir: Path, files: list[Path] | None = None, *, shown: list[str] | None = None,
+               stats: list | None = None) -> RecordTable:
     """Read the columns of every records file under RUNS_DIR (from the columnar cache where it holds), merged by record_id.
 
-    FILES: the records files, when the caller listed the folder already (in reading order, as ``record_files`` does).
+    FILES: the records files, when the caller listed the folder already (in reading order, as ``record_files`` does);
+    SHOWN and STATS: their paths under RUNS_DIR and ``os.stat`` results, when it has them (a tenth of a second at 4,000).
     """
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise UserError(f"{runs_dir} is not a folder: pass the runs folder that holds the records")
     with processes.collector_paused():
-        return _read_all(runs_dir, record_files(runs_dir) if files is None else files)
+        return _read_all(runs_dir, record_files(runs_dir) if files is None else files, shown, stats)
 
 
 def _unknown_references(loaded: Loaded, kinds: dict, problems: list[str]) -> None:
@@ -202,10 +188,10 @@ PARALLEL_BYTES = 64 * 2**20
 _WORKER_SEEN: dict = {}  # in a spawned reader: the lines its share of one read parsed already (columns._parse)
 
 
-def _file_columns(path: Path, seen: dict | None = None):
+def _file_columns(path: Path, seen: dict | None = None, keep: bool = True):
     """Return ``columns.read_file(PATH)``, or the OSError it raised (sent back whole from a worker)."""
     try:
-        return columns.read_file(path, _WORKER_SEEN if seen is None else seen)
+        return columns.read_file(path, _WORKER_SEEN if seen is None else seen, keep=keep)
     except OSError as error:
         return error
 
@@ -216,12 +202,14 @@ def _start_reader() -> None:
     _WORKER_SEEN.clear()
 
 
-def _each_file(paths: list[Path]) -> list:
+def _each_file(paths: list[Path], folded_next: bool = False) -> list:
     """Read each records file's columns; return, in PATHS' order, its ``columns.Read`` or the OSError it raised.
 
     Files without a cache are parsed on every core when there are many bytes of them; the others, and a few new
     lines, are read here, one after another: four threads took half as long again as one at 4,000 files (each file's
     work is short, and the threads mostly waited for the interpreter's lock).
+    FOLDED_NEXT: the folder's cache will hold every file read; files parsed on every core then get no cache file of their
+    own (4,000 files made and renamed: 7 s of CPU); a file appended later is parsed whole once, then cached alone.
     """
     results: list = [None] * len(paths)
     cold = [index for index, path in enumerate(paths) if not columns.cache_exists(path)]
@@ -229,7 +217,7 @@ def _each_file(paths: list[Path]) -> list:
     cold = [index for index in cold if index not in twins]
     cores = processes.available_cores()
     if cores > 1 and len(cold) > 1 and sum(_size(paths[index]) for index in cold) >= PARALLEL_BYTES:
-        for index, result in zip(cold, _on_every_core([paths[index] for index in cold], cores), strict=True):
+        for index, result in zip(cold, _on_every_core([paths[index] for index in cold], cores, not folded_next), strict=True):
             results[index] = result
     seen: dict = {}  # the lines this read parsed
     for index, path in enumerate(paths):
@@ -248,7 +236,7 @@ def _identical(paths: list[Path], cold: list[int]) -> dict[int, int]:
     """Return, among the COLD files, each one whose bytes equal an earlier one's, with the index of that earlier one.
 
     A folder merged with its own copy holds every run file twice: parsed once, the copy's columns are the same. Only
-    files of equal size are hashed, so a folder without copies pays a stat a file.
+    files of equal size and ends are hashed whole (4,000 run files of a size took a second to hash).
     """
     import hashlib
 
@@ -259,46 +247,58 @@ def _identical(paths: list[Path], cold: list[int]) -> dict[int, int]:
     for size, indexes in by_size.items():
         if size == 0 or len(indexes) < 2:
             continue
-        first_of: dict[str, int] = {}
+        by_ends: dict[bytes | None, list[int]] = {}
         for index in indexes:
-            try:
-                with open(paths[index], "rb") as handle:
-                    digest = hashlib.file_digest(handle, "sha256").hexdigest()
-            except OSError:
-                continue  # read below, where its error is reported
-            twins_with = first_of.setdefault(digest, index)
-            if twins_with != index:
-                twins[index] = twins_with
+            by_ends.setdefault(columns.ends(paths[index], size), []).append(index)
+        for alike in (alike for alike in by_ends.values() if len(alike) > 1):
+            first_of: dict[str, int] = {}
+            for index in alike:
+                try:
+                    with open(paths[index], "rb") as handle:
+                        digest = hashlib.file_digest(handle, "sha256").hexdigest()
+                except OSError:
+                    continue  # read below, where its error is reported
+                twins_with = first_of.setdefault(digest, index)
+                if twins_with != index:
+                    twins[index] = twins_with
     return twins
 
 
-def _on_every_core(paths: list[Path], cores: int) -> list:
-    """Return ``_file_columns`` of each of PATHS, worked out in spawned processes; all None where none can be started."""
+def _on_every_core(paths: list[Path], cores: int, keep: bool = True) -> list:
+    """Return ``_file_columns`` of each of PATHS (KEEP: as ``read_file`` takes it), worked out in spawned processes; all
+    None where none can be started."""
+    import functools
+
     count = min(cores, len(paths))
     try:
         with processes.spawned_pool(count, initializer=_start_reader) as pool:
-            return pool.map(_file_columns, paths, chunksize=max(1, len(paths) // (8 * count)))
+            return pool.map(functools.partial(_file_columns, keep=keep), paths, chunksize=max(1, len(paths) // (8 * count)))
     except OSError:
         return [None] * len(paths)  # no process could be started (a sandbox, no /dev/shm): this process reads them
 
 
-def _size(path: Path) -> int:
+def _size(path: Path | str) -> int:
     try:
-        return path.stat().st_size
+        return os.stat(path).st_size
     except OSError:
         return 0  # read below, where its error is reported
 
 
-def _read_all(runs_dir: Path, paths: list[Path]) -> RecordTable:
+def _read_all(runs_dir: Path, paths: list[Path], shown: list[str] | None = None, stats: list | None = None) -> RecordTable:
     import numpy as np
     import pyarrow as pa
 
-    shown = [path.relative_to(runs_dir).as_posix() for path in paths]
+    if shown is None:
+        shown = [path.relative_to(runs_dir).as_posix() for path in paths]
     # The folder's cache in one piece; only the files whose stamp it does not hold are read one by one (folded.py).
     whole = folded.read(runs_dir) if paths else None
-    reads = [whole.kept(name, folded.stamp(path)) for name, path in zip(shown, paths, strict=True)] if whole else [None] * len(paths)
+    if whole is None:
+        reads = [None] * len(paths)
+    else:
+        stamps = [folded.stamp(path) for path in paths] if stats is None else [folded.stamp_of(info) for info in stats]
+        reads = [whole.kept(name, stamp) for name, stamp in zip(shown, stamps, strict=True)]
     rest = [index for index, read in enumerate(reads) if read is None]
-    for index, read in zip(rest, _each_file([paths[index] for index in rest]), strict=True):
+    for index, read in zip(rest, _each_file([paths[index] for index in rest], folded_next=whole is None), strict=True):
         reads[index] = read
     file_problems, digests = [], []
     for index, read in enumerate(reads):
