@@ -211,3 +211,15 @@ def test_the_run_summary_offers_an_adaptations_trial_ids_for_exclude_only():
     said = {kind: describe_run(RunResult("run-1", None, {"campaign": "c", "workload": {"kind": kind}, "protocol": {}}))
             for kind in ("adapt", "classify")}
     assert "--run run-1 (for exclude)" in said["adapt"] and "(for deliver and exclude)" in said["classify"]
+
+
+def test_an_adaptations_max_length_beyond_the_models_positions_is_refused_before_timing(model, tmp_path):
+    """Regression for #61: the positions check held for classify and generate, not for an adaptation's two splits."""
+    campaign = write_adaptation_campaign(tmp_path, model)
+    campaign.write_text(campaign.read_text(encoding="utf-8").replace("max_length = 24", "max_length = 100"), encoding="utf-8")
+    with pytest.raises(UserError, match=r"\[protocol\] max_length = 100 is beyond the model's 64 positions"):
+        runner.prepare(campaign, tmp_path / "runs")
+    (tmp_path / "fits").mkdir()
+    fits = write_adaptation_campaign(tmp_path / "fits", model)
+    manifest = runner._manifest(runner.prepare(fits, tmp_path / "runs"))
+    assert (manifest["context"]["positions"], manifest["context"]["max_length"]) == (64, 24)

@@ -13,7 +13,7 @@ from iteralab.core.language import Text
 from iteralab.declared.corpus import load_corpus, token_counts
 from iteralab.declared.model_check import check_loads
 from iteralab.declared.tables import Table
-from iteralab.workloads import adapting, classify, training
+from iteralab.workloads import adapting, classify, lengths, training
 
 KIND = "adapt"
 DESCRIPTION = "fine-tune a text classifier (all weights, a named subset or LoRA) and validate it"
@@ -263,6 +263,14 @@ def check_corpus(corpus, model: dict, campaign) -> None:
             raise UserError(f"{name}: gold label(s) {', '.join(unknown)} are not labels of the classifier "
                             f"({', '.join(model['labels'])})")
     _refuse_long_training_entries(train, campaign)  # shared entries were refused as the campaign file was read
+    # max_length beyond the model's positions, over both splits, before any timing (#61)
+    lengths.refuse_beyond(campaign, lambda: {**_tokens(campaign, train), **_tokens(campaign, corpus)})
+
+
+def _tokens(campaign, split) -> dict[str, int]:
+    from transformers import AutoTokenizer
+
+    return token_counts(AutoTokenizer.from_pretrained(campaign.model_path, local_files_only=True), split.entries)
 
 
 def _refuse_long_training_entries(train, campaign) -> None:
@@ -329,7 +337,8 @@ def plan_lines(prepared) -> list[str]:
 def manifest_fields(campaign) -> dict:
     """Return the training split's copy, fingerprint and size, for the manifest and the evidence bundle."""
     train = campaign.protocol["adaptation"]["train"]
-    return {"training_split": {"path": adapting.train_copy(campaign.name, train), "fingerprint": train["fingerprint"],
+    return {"context": lengths.record(campaign),
+            "training_split": {"path": adapting.train_copy(campaign.name, train), "fingerprint": train["fingerprint"],
                                "file_sha256": train["file_sha256"], "entries": train["entries"],
                                "source_name": train["source_name"],
                                "order": campaign.protocol["adaptation"].get("order", ORDER)}}
