@@ -223,3 +223,25 @@ def test_an_adaptations_max_length_beyond_the_models_positions_is_refused_before
     fits = write_adaptation_campaign(tmp_path / "fits", model)
     manifest = runner._manifest(runner.prepare(fits, tmp_path / "runs"))
     assert (manifest["context"]["positions"], manifest["context"]["max_length"]) == (64, 24)
+
+
+def test_an_adaptation_that_fails_in_a_backward_names_its_microbatch(model, tmp_path, monkeypatch):
+    """Regression for #61: a failure inside an adaptation's phases said neither which entries nor how long they were."""
+    from tests.tiny import failing_on_load
+
+    monkeypatch.setattr(adapting_module(), "load_model",
+                        failing_on_load(adapting_module().load_model, 1, lambda: RuntimeError("the head's backward failed")))
+    campaign = write_adaptation_campaign(tmp_path, model, repetitions=1)
+    result = runner.run_campaign(campaign_file=campaign, runs_dir=tmp_path / "runs", quiet=True, stages=False,
+                                 warn=lambda _: None)
+    failed = result.trials[0]
+    assert (failed["status"], failed["failed_phase"]) == ("error", "first_backward")
+    found = failed["phases"]["first_backward"]["failed_at"]
+    assert found["entries"] == 8 and len(found["entry_ids"]) == 8 and found["tokens"]["padded_to"] >= found["tokens"]["max"]
+    assert "on a batch of 8 entries (" in failed["error"]
+
+
+def adapting_module():
+    from iteralab.workloads import adapting
+
+    return adapting

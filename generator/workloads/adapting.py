@@ -10,7 +10,7 @@ from pathlib import Path
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
 from iteralab.declared.corpus import load_corpus
-from iteralab.machine.phases import batches, torch_dtype
+from iteralab.machine.phases import InBatch, batches, torch_dtype
 from iteralab.machine.placement import dtype_option
 from iteralab.store.trials import PHASES as TRIAL_PHASES
 from iteralab.workloads import adapted, training
@@ -182,6 +182,7 @@ class Work(Batched):
         """Encode the next microbatch of the training order (``training.TrainingOrder``)."""
         chosen = self.order.take(self.variant.batch_size)
         self.examples += len(chosen)
+        self.chosen = chosen  # named by a failure in its forward or backward (#61)
         return self.encode([entry.text for entry in chosen], [entry.label for entry in chosen])
 
     def stage(self, clock, encoded) -> None:
@@ -207,8 +208,11 @@ class Work(Batched):
                      **{key: prepared.model_identity.get(key) for key in ("revision", "revision_source")}}
         self.order.begin_update()
         with clock.phase("first_forward"):
-            loss = self.loss(self.microbatch())
-        with clock.phase("first_backward"):
+            encoded = self.microbatch()
+            with InBatch(self.chosen) as where:  # a failure names the microbatch's ids and tokens (#61)
+                loss = self.loss(where.encoded(encoded))
+        with clock.phase("first_backward"), InBatch(self.chosen) as where:
+            where.encoded(encoded)
             loss.backward()
         loss = loss.detach()
         with clock.phase("first_update"):
@@ -231,11 +235,13 @@ class Work(Batched):
                 start = timers.mark(on_host=True)
                 encoded = self.microbatch()
                 timers.lap("data", start, on_host=True)
-                start = timers.mark()
-                part = self.loss(encoded)
-                start = timers.lap("forward", start)
-                part.backward()
-                timers.lap("backward", start)
+                with InBatch(self.chosen) as where:  # a failure names the microbatch's ids and tokens (#61)
+                    where.encoded(encoded)
+                    start = timers.mark()
+                    part = self.loss(encoded)
+                    start = timers.lap("forward", start)
+                    part.backward()
+                    timers.lap("backward", start)
                 loss = part.detach() if loss is None else loss + part.detach()
             start = timers.mark()
             self.update()
@@ -264,9 +270,10 @@ class Work(Batched):
         predictions, total = [], 0.0
         with torch.inference_mode():
             for batch in batches(list(entries), self.variant.batch_size):
-                encoded = self.encode([entry.text for entry in batch], [entry.label for entry in batch])
-                with self.autocast():
-                    output = self.model(**encoded)
+                with InBatch(batch) as where:  # a failure names the batch's ids and tokens (#61)
+                    encoded = where.encoded(self.encode([entry.text for entry in batch], [entry.label for entry in batch]))
+                    with self.autocast():
+                        output = self.model(**encoded)
                 total += float(output.loss) * len(batch)
                 scores, indexes = output.logits.float().softmax(dim=-1).max(dim=-1)
                 predictions.extend((entry.id, self.labels[index], score) for entry, index, score in
