@@ -7,6 +7,7 @@ from pathlib import Path
 
 from iteralab.core.errors import UserError
 from iteralab.core.language import Text
+from iteralab.machine.numerics import RESULT_FLAGS
 from iteralab.machine.placement import PER_CARD, cards_of, devices_used, placement_of
 from iteralab.run import leftovers
 from iteralab.store import records
@@ -221,3 +222,17 @@ def continue_run(state: Resumption, runs_dir: Path, existing: list[dict], enviro
             result.warnings.append(line)
             if warn:
                 warn(line)
+
+
+def refuse_changed_numerics(manifest: dict, now: dict) -> None:
+    """Refuse to resume a run whose numerics flags (TF32, cuDNN, reduced-precision reductions, attention backends)
+    differ from this process's: they change results, so its trials would not be one measurement (#63)."""
+    recorded = manifest.get("determinism") or {}
+    if not recorded.get("numerics_fingerprint") or recorded["numerics_fingerprint"] == now.get("numerics_fingerprint"):
+        return
+    changed = [f"{flag} {recorded.get(flag)!r} in the run, {now.get(flag)!r} here" for flag in RESULT_FLAGS
+               if recorded.get(flag) != now.get(flag)]
+    raise UserError(f"cannot resume run {manifest.get('run_id')}: the numerics flags that change results differ "
+                    f"({'; '.join(changed) or 'their fingerprint differs'}). Set them back as the run had them (an "
+                    "environment variable such as NVIDIA_TF32_OVERRIDE, or code that set them before the run), or start a "
+                    "new run without --resume")

@@ -39,7 +39,7 @@ from iteralab.run.campaign import (
     refuse_changed_protocol,
     rotation,
 )
-from iteralab.run.resume import Resumption, continue_run, find_resumable, start_record
+from iteralab.run.resume import Resumption, continue_run, find_resumable, refuse_changed_numerics, start_record
 from iteralab.run.signals import Signals
 from iteralab.run.stages import SKIPPED, STAGE_PHASE, StageFailed, failure_message, validate_all
 from iteralab.run.summary import Progress, plan_data
@@ -137,7 +137,9 @@ def prepare(campaign_file: Path | str, runs_dir: Path | str, *, rental_id: str |
                   if resume else None)
     if resumption is None:
         refuse_changed_protocol(campaign, existing, fingerprint)
-    elif rental_id is not None and rental_id != (resumption.manifest.get("rental") or {}).get("rental_id"):
+    else:
+        refuse_changed_numerics(resumption.manifest, devices.applied_determinism(campaign.protocol))
+    if resumption is not None and rental_id is not None and rental_id != (resumption.manifest.get("rental") or {}).get("rental_id"):
         raise UserError(f"run {resumption.manifest['run_id']} was not started with --rental {rental_id}: a resumed run keeps "
                         "its own rental link; leave --rental out, or link the rental with rental add --run")
     plan = rotation([variant.name for variant in campaign.variants], protocol["repetitions"], protocol["reference_variant"])
