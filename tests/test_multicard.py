@@ -109,8 +109,8 @@ def test_the_old_name_still_finds_the_configuration_and_check_says_the_new_name_
     assert checked.problems == [] and checked.notices == [
         f"{sheet}: configuration {OLD_4090!r} is the name it had before its trials named the cards they used; it is now "
         f"{NEW_4090!r} (id {summary.key}); it still finds that configuration (write the new name to stop this notice)"]
-    text = reading.describe_check(checked)
-    assert text.count(NEW_4090) == 1 and reading.check_data(checked)["renamed"] == checked.notices
+    text = rental_checks.describe_check(checked)
+    assert text.count(NEW_4090) == 1 and rental_checks.check_data(checked)["renamed"] == checked.notices
 
 
 def test_a_model_placed_across_two_cards_is_planned_only_on_a_lot_that_holds_both(tmp_path):

@@ -8,7 +8,6 @@ from iteralab.cli.options import FOLDER, emit, json_option
 from iteralab.core.paths import DEFAULT_RUNS
 from iteralab.ledger import rental_checks
 from iteralab.run import leftovers
-from iteralab.store import reading
 
 
 @click.command()
@@ -23,9 +22,9 @@ def check(runs, as_json):
     torn: list[dict] = []
     loaded = rental_checks.check_folder(runs, torn)
     left = leftovers.unreferenced(runs, loaded)
-    data = {**reading.check_data(loaded), "torn_writes": [{k: v for k, v in found.items() if k != "said"} for found in torn],
+    data = {**rental_checks.check_data(loaded), "torn_writes": [{k: v for k, v in found.items() if k != "said"} for found in torn],
             "unreferenced": [found.data() for found in left]}
     # Information, said before the summary line: check_data has read the notices already, so the list is a new one.
     loaded.notices = [*loaded.notices, *(found["said"] for found in torn), *leftovers.describe(left)]
-    emit(as_json, data, reading.describe_check(loaded, data))
+    emit(as_json, data, rental_checks.describe_check(loaded, data))
     return 1 if loaded.problems else 0

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import gc
 import os
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from iteralab.core import processes
 from iteralab.core.errors import UserError
-from iteralab.store import columns, folded
-from iteralab.store.records import KINDS
+from iteralab.store import columns, folded, torn
 
 
 @dataclass
@@ -23,6 +21,7 @@ class Loaded:
     problems: list[str] = field(default_factory=list)
     compatibility: list[dict] = field(default_factory=list)  # check's: each run's matrix verdict (information)
     notices: list[str] = field(default_factory=list)  # check's: a sheet naming a configuration by its old name (#44)
+    torn: list[dict] = field(default_factory=list)  # the torn writes a resume closed and named (torn.py): no problems
 
     def of_campaign(self, campaign: str, kind: str | None = None) -> list[dict]:
         """Return CAMPAIGN's records (of KIND only, when given) in reading order."""
@@ -43,6 +42,7 @@ class RecordTable:
         self.frame, self.paths, self.shown, self.problems = frame, paths, shown, problems
         self.digests = digests or []  # per file: sha256 of the complete lines read, which the rows stand for
         self._all_problems: list[str] | None = None
+        self.torn: list[dict] = []  # all_problems's: the torn writes a resume closed and named, set apart (torn.py)
 
     def where(self, index) -> str:
         """Return 'file:line' of the row at INDEX."""
@@ -58,19 +58,20 @@ class RecordTable:
         """Return the records of CAMPAIGNS (every campaign when None), and every problem of the whole folder."""
         rows = self.frame if campaigns is None else self.frame[self.frame["campaign"].isin(list(campaigns))]
         with processes.collector_paused():
-            return Loaded(self.records(rows), self.places(rows), self.all_problems())
+            return Loaded(self.records(rows), self.places(rows), self.all_problems(), torn=list(self.torn))  # in this order
 
     def places(self, rows) -> list[str]:
         """Return 'file:line' of each of ROWS (a slice of the frame)."""
         return [f"{self.shown[file]}:{line}" for file, line in zip(rows["file"].tolist(), rows["line"].tolist(), strict=True)]
 
     def all_problems(self) -> list[str]:
-        """Return the lines skipped and, for every campaign, repeated deliverables and references to nothing."""
+        """Return the lines skipped (less the torn writes a resume closed: ``torn``), repeated deliverables and references to nothing."""
         if self._all_problems is None:
-            problems = list(self.problems)
-            # Both are found among a few kinds of records, read for every campaign.
-            light = self.frame[self.frame["kind"].isin(("deliverable", "exclusion", "withdrawal")).to_numpy()]
+            # All are found among a few kinds of records, read for every campaign.
+            light = self.frame[self.frame["kind"].isin(("deliverable", "exclusion", "withdrawal", "resumption")).to_numpy()]
             few = Loaded(self.records(light), self.places(light))
+            paths = dict(zip(self.shown, self.paths, strict=True))
+            problems, self.torn = torn.set_apart(self.problems, few.of_kind("resumption"), paths)
             named = {r.get("exclusion_id") or r.get("voided_id") for r in few.of_kind("withdrawal")}
             named |= {trial for r in few.of_kind("exclusion") for trial in r["trials"]}
             known = self.frame[self.frame["record_id"].isin(list(named)).to_numpy()]
@@ -356,28 +357,3 @@ def _drop_copies(table: RecordTable, file_problems: list[list[str]]) -> None:
                     f"{table.where(row)}: record_id {ids[later[position]]} already read with other content at "
                     f"{table.where(first)}; this copy is skipped")
     table.frame = frame[~repeated]
-
-
-def check_data(loaded: Loaded) -> dict:
-    """Return the counts per kind and the problems of a check, as plain data."""
-    counts = Counter(record["kind"] for record in loaded.records)  # one pass: a scan per kind took 0.1 s at 200,000
-    return {"records": len(loaded.records), "by_kind": {kind: counts[kind] for kind in KINDS}, "problems": loaded.problems,
-            "compatibility": [{key: value for key, value in found.items() if key != "line"} for found in loaded.compatibility],
-            **({"renamed": loaded.notices} if loaded.notices else {})}
-
-
-def describe_check(loaded: Loaded, data: dict | None = None) -> str:
-    """List each problem as file:line: reason, then the counts (DATA: check_data's, when the caller has it)."""
-    counts = (data or check_data(loaded))["by_kind"]
-    problems = len(loaded.problems)
-    summary = (f"{len(loaded.records)} records ({', '.join(f'{n} {k}' for k, n in counts.items())}); "
-               f"{problems} problem{'s' * (problems != 1)}")
-    # Each run's compatibility verdict is information: an exclude is a warning line of its own; every run is counted in the
-    # summary, and --json gives each run's verdict with its matrix row.
-    warnings = [str(found["line"]) for found in loaded.compatibility if found["status"] == "exclude"]
-    if loaded.compatibility:
-        verdicts = Counter(found["status"] for found in loaded.compatibility)
-        summary += (f"; compatibility of {len(loaded.compatibility)} run(s) against the matrices: "
-                    + ", ".join(f"{verdicts[status]} {status}" for status in ("acceptable", "to-confirm", "exclude", "no-gpu")
-                                if verdicts[status]))
-    return "\n".join([*loaded.problems, *warnings, *loaded.notices, summary])

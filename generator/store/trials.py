@@ -273,6 +273,8 @@ def trial_table(view):
     # built whole, it costs a tenth of a column-by-column frame, which matters at a thousand campaigns per build.
     table = pd.DataFrame(cells, columns=OBJECT_COLUMNS, copy=False)
     table["window_s"], table["one_time_s"] = windows, one_times
+    for kind, column in (("generate", "has_generation"), ("adapt", "has_adaptation")):  # the manifests' kind: its columns
+        table[column] = table[column].astype(bool) | (bool(view.trials) and kind in view.kinds)  # no trial reached them (#61)
     return table
 
 
