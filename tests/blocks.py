@@ -1,17 +1,21 @@
-"""Hostile values in the blocks of a generation or an adaptation campaign (#62): the fields come from the schemas.
+"""Hostile values in the blocks of a generation, an adaptation or a serving campaign (#62, #64): the fields come from
+the schemas.
 
-Each copy of a real tiny campaign of each kind has one field under a trial's ``generation`` or ``adaptation`` object, or
-under its manifest's ``protocol.generation``, ``protocol.adaptation`` or ``training_split``, replaced by a hostile
-value or removed. The fields are every property the schemas declare there (so a field added to a schema is fuzzed too),
-and every one the fixtures' records hold (a list's first item standing for all). check must name each copy it refuses
+Each copy of a real tiny campaign of each kind has one field under a trial's ``generation``, ``adaptation`` or
+``serving`` object (or its ``variant_config.engine_args``), or under its manifest's ``protocol.generation``,
+``protocol.adaptation``, ``protocol.serving`` or ``training_split``, replaced by a hostile value or removed. The fields
+are every property the schemas declare there (so a field added to a schema is fuzzed too), and every one the fixtures'
+records hold (a list's first item standing for all). check must name each copy it refuses
 by its field; the copies the schemas accept become campaigns of one runs folder, read once by each reader, which must
 never raise. The long run (every field with every value; --alone: each copy in a runs folder of its own):
 
     .venv/bin/python -m tests.blocks --all
 
-The fixtures (tests/fixtures/generate-runs, adapt-runs) are the runs folders, records, predictions and exports, of
-tests/tiny.py's campaigns run once: write_generation_campaign(folder, build_causal_lm(...), write_corpus(...,
-corpus_rows(12)), repetitions=1) and write_adaptation_campaign(folder, build_model(...), repetitions=1). Written again
+The fixtures (tests/fixtures/generate-runs, adapt-runs, serve-runs) are the runs folders, records, predictions, exports
+and kept serving files, of tests/tiny.py's campaigns run once: write_generation_campaign(folder, build_causal_lm(...),
+write_corpus(..., corpus_rows(12)), repetitions=1), write_adaptation_campaign(folder, build_model(...), repetitions=1)
+and write_serving_campaign(folder, build_causal_lm(...), ..., variants=(("plain", ()), ("cb", (continuous batching
+arguments))), requests=6) (tiny-serve: levels 1 and 2, transformers serve and AIPerf). Written again
 by a newer runner, they hold its new fields, which test_fuzz then asks the schemas to type.
 """
 
@@ -32,11 +36,13 @@ from functools import cache
 from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "fixtures"
-BASES = {"generate": (FIXTURES / "generate-runs", "tiny-generate"), "adapt": (FIXTURES / "adapt-runs", "tiny-adapt")}
+BASES = {"generate": (FIXTURES / "generate-runs", "tiny-generate"), "adapt": (FIXTURES / "adapt-runs", "tiny-adapt"),
+         "serve": (FIXTURES / "serve-runs", "tiny-serve")}
 # (kind of campaign, record kind, the block's path in the record)
 BLOCKS = (("generate", "trial", ("generation",)), ("generate", "manifest", ("protocol", "generation")),
           ("adapt", "trial", ("adaptation",)), ("adapt", "manifest", ("protocol", "adaptation")),
-          ("adapt", "manifest", ("training_split",)))
+          ("adapt", "manifest", ("training_split",)), ("serve", "trial", ("serving",)),
+          ("serve", "manifest", ("protocol", "serving")), ("serve", "trial", ("variant_config", "engine_args")))
 REMOVED = "<removed>"
 HOSTILE = (None, 0, -1, 1e308, "", "x" * 5000, [], {}, True, "../../../../etc", "NaN", "\u202e", {"a": {"b": [1, None]}},
            REMOVED)
@@ -48,25 +54,34 @@ def _schema(name: str) -> dict:
     return json.loads((resources.files("iteralab.store") / "schemas" / f"{name}.schema.json").read_text(encoding="utf-8"))
 
 
-def _resolve(node: dict, own: str) -> dict:
+def _resolve(node: dict, own: str) -> tuple[dict, str]:
+    """Follow NODE's $refs; return the node and the schema it lies in (a "#/..." inside it is that schema's)."""
     while "$ref" in node:
         target, _, pointer = node["$ref"].partition("#")
-        document = _schema((target or own).removesuffix(".schema.json"))
+        own = (target or own).removesuffix(".schema.json")
+        document = _schema(own)
         for part in pointer.strip("/").split("/") if pointer.strip("/") else ():
             document = document[part]
         node = {**document, **{k: v for k, v in node.items() if k != "$ref"}}
-    return node
+    return node, own
 
 
-def schema_paths(node: dict, own: str, prefix: tuple = ()) -> list[tuple]:
-    """Return the path of every property NODE (a schema) declares below it, list items as index 0."""
-    node, found = _resolve(node, own), []
+def schema_paths(node: dict, own: str, prefix: tuple = (), shared: dict | None = None,
+                 anchor: tuple = ((), 0)) -> list[tuple]:
+    """Return the path of every property NODE (a schema) declares below it, list items as index 0. SHARED, when given,
+    gets each path's place inside the innermost definition ($ref) it lies in: a serving level's figures sit in levels
+    and under capacity, a quantile six times in each, and the places of one definition's field share one key."""
+    if "$ref" in node:
+        anchor = ((own, node["$ref"]), len(prefix))
+    (node, own), found = _resolve(node, own), []
     for part in (*node.get("allOf", ()), *node.get("anyOf", ()), *node.get("oneOf", ())):
-        found += schema_paths(part, own, prefix)
-    for key, inner in (node.get("properties") or {}).items():
-        found += [(*prefix, key), *schema_paths(inner, own, (*prefix, key))]
-    if isinstance(node.get("items"), dict):
-        found += [(*prefix, 0), *schema_paths(node["items"], own, (*prefix, 0))]
+        found += schema_paths(part, own, prefix, shared, anchor)
+    inside = [*(node.get("properties") or {}).items(),
+              *([(0, node["items"])] if isinstance(node.get("items"), dict) else [])]
+    for key, inner in inside:
+        if shared is not None:  # an object's field; a list's item is its own (None): names lists differ in use
+            shared.setdefault((*prefix, key), (anchor[0], (*prefix, key)[anchor[1]:]) if key != 0 else None)
+        found += [(*prefix, key), *schema_paths(inner, own, (*prefix, key), shared, anchor)]
     return found
 
 
@@ -76,12 +91,19 @@ def record_paths(value, prefix: tuple = ()) -> list[tuple]:
     return [path for key, inner in items for path in ((*prefix, key), *record_paths(inner, (*prefix, key)))]
 
 
-def declared(record_kind: str, block: tuple) -> list[tuple]:
-    """Return the path of every field the schema of RECORD_KIND declares in BLOCK (the block's own path first)."""
-    node = _schema(record_kind)
+def declared(record_kind: str, block: tuple, shared: dict | None = None) -> list[tuple]:
+    """Return the path of every field the schema of RECORD_KIND declares in BLOCK (the block's own path first); fill
+    SHARED, when given, with each path's key (schema_paths) by its path from the record's top."""
+    node, own = _schema(record_kind), record_kind
     for part in block:
-        node = (_resolve(node, record_kind).get("properties") or {}).get(part, {})
-    return [block, *((*block, *path) for path in schema_paths(node, record_kind))]
+        node, own = _resolve(node, own)
+        node = (node.get("properties") or {}).get(part, {})
+    inside: dict = {}
+    found = [block, *((*block, *path) for path in schema_paths(node, own, shared=inside,
+                                                                anchor=((record_kind, block), 0)))]
+    if shared is not None:
+        shared.update({(*block, *path): key or ((record_kind, block), path) for path, key in inside.items()})
+    return found
 
 
 def held(kind: str, record_kind: str, block: tuple) -> list[tuple]:
@@ -91,13 +113,16 @@ def held(kind: str, record_kind: str, block: tuple) -> list[tuple]:
             if not any(isinstance(key, int) and key for key in path)]
 
 
-def fields() -> list[tuple[str, str, tuple]]:
-    """Return (kind of campaign, record kind, path) for every field of every block, from the schemas and the records."""
+def fields(*, once: bool = False) -> list[tuple[str, str, tuple]]:
+    """Return (kind of campaign, record kind, path) for every field of every block, from the schemas and the records;
+    ONCE: a field of a definition used in several places in its first place only (the others hold the same values)."""
     found = {}
     for kind, record_kind, block in BLOCKS:
-        found.update(dict.fromkeys((kind, record_kind, path) for path in [*declared(record_kind, block),
-                                                                           *held(kind, record_kind, block)]))
-    return list(found)
+        shared: dict = {}
+        for path in [*declared(record_kind, block, shared), *held(kind, record_kind, block)]:
+            key = (kind, record_kind, *shared[path]) if once and path in shared else (kind, record_kind, path)
+            found.setdefault(key, (kind, record_kind, path))
+    return list(found.values())
 
 
 def _get(record, path):
@@ -132,8 +157,8 @@ def sample(*, seed: int = 62, extra: int = 60, every: bool = False) -> list[Copy
     rng = random.Random(seed)
     if every:
         pairs = [(found, value) for found in known for value in HOSTILE]
-    else:
-        pairs = [(found, HOSTILE[index % len(HOSTILE)]) for index, found in enumerate(known)]
+    else:  # the extra pairs are drawn from every place, so a shared definition's other places are drawn too
+        pairs = [(found, HOSTILE[index % len(HOSTILE)]) for index, found in enumerate(fields(once=True))]
         pairs += [(rng.choice(known), rng.choice(HOSTILE)) for _ in range(extra)]
     return [Copy(kind, record_kind, path, value, nth=index) for index, ((kind, record_kind, path), value) in enumerate(pairs)]
 
@@ -154,8 +179,8 @@ def _apply(record: dict, copy: Copy) -> bool:
 
 @cache
 def _lines(kind: str) -> tuple[tuple[Path, int, str, str], ...]:
-    folder, _ = BASES[kind]
-    return tuple((path, number, json.loads(line)["kind"], line) for path in sorted(folder.rglob("records/*.jsonl"))
+    folder, campaign = BASES[kind]  # the campaign's own records: the copies are of it alone
+    return tuple((path, number, json.loads(line)["kind"], line) for path in sorted((folder / campaign).glob("records/*.jsonl"))
                  for number, line in enumerate(path.read_text().splitlines(), 1))
 
 

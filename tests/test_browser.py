@@ -17,7 +17,7 @@ from iteralab.site import campaign as pages
 from iteralab.site.build import build_site
 from iteralab.store import reading, records
 from tests import factory, hostile
-from tests.conftest import AXE, watched_page
+from tests.conftest import AXE, ROOT, watched_page
 from tests.test_decision import CPU, QUESTION, RTX_4090, RTX_6000_ADA, write_machine
 from tests.test_generation_pages import write_gpu_campaign
 
@@ -82,6 +82,8 @@ def site(tmp_path_factory):
     costs.add_expense(runs_dir=runs, campaign="merged", amount="3", currency="USD", justification="storage", all_configurations=True)
     # A generation campaign (#42): its figures, the KV cache beside its estimate, prefill and decode phases, seeds' rows.
     write_gpu_campaign(runs, "gen")
+    # A serving campaign (#64), a real tiny run: its levels, latency quantiles, engine, distributions and knee.
+    shutil.copytree(ROOT / "tests" / "fixtures" / "serve-runs" / "tiny-serve-w", runs / "tiny-serve-w")
     notes = root / "notes"
     notes.mkdir()
     (notes / "decision.md").write_text(HOSTILE_NOTE, encoding="utf-8")
@@ -108,7 +110,8 @@ def page_paths(site):
             "merged campaign": merged / "index.html", "decision without question": site / "campaigns" / "camp" / "decision.html",
             "campaign not built": site / "campaigns" / "broken" / "index.html", "question": site / "questions" / "merged.html",
             "generation campaign": site / "campaigns" / "gen" / "index.html",
-            "generation trials": site / "campaigns" / "gen" / "trials.html"}
+            "generation trials": site / "campaigns" / "gen" / "trials.html",
+            "serving campaign": site / "campaigns" / "tiny-serve-w" / "index.html"}
 
 
 # The rules whose verdict a narrower window can change: a page checked whole at one width is checked again with these.
@@ -450,7 +453,7 @@ ENGLISH_WORDS = {"the", "of", "and", "with", "from", "which", "is", "are", "was"
 # What the fixture's people wrote (titles, rules, documents, reasons, justifications, the note): shown as written.
 WRITTEN_BY_PEOPLE = ("Test campaign", "thermal throttling in the provider's log", "ticket 4711 <b>not bold</b>",
                      "recorded twice <b>oops</b>", "setup hours <i>on one card</i>", "a neighbour's job on the host",
-                     "another host", "host log", "storage", "Keep b1")
+                     "another host", "host log", "storage", "Keep b1", "Tiny serving campaign")
 
 
 def interface_words(page_html: str, written: tuple = WRITTEN_BY_PEOPLE) -> list[str]:

@@ -100,7 +100,7 @@ print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
 # What no command's --help needs: the runner's and the site's heavy libraries, and what only some commands use.
 HEAVY = {"torch", "transformers", "peft", "safetensors", "pandas", "numpy", "pyarrow", "altair", "vl_convert", "jinja2",
          "markdown", "nh3", "babel", "http.server", "feedgenerator", "stream_zip", "bagit"}
-RUNNER = {"run", "workloads", "machine", "declared"}
+RUNNER = {"run", "workloads", "serving", "machine", "declared"}
 SITE = {"site", "pages", "evidence", "templates"}
 # args: (the command's module of iteralab.cli, the rooms it may import, the heavy packages it may import)
 STARTS = {

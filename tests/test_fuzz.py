@@ -263,7 +263,8 @@ def test_changed_exclusions_and_withdrawals_are_listed_or_applied_never_a_crash(
 
 
 def test_the_schemas_type_every_field_of_a_generation_or_adaptation_block():
-    """Regression for #62: the blocks were not checked at all; every field a record of either kind holds has a type."""
+    """Regression for #62: the blocks were not checked at all; every field a record of each kind (generation,
+    adaptation, serving: #64) holds has a type."""
     for kind, record_kind, block in blocks.BLOCKS:
         assert set(blocks.held(kind, record_kind, block)) - set(blocks.declared(record_kind, block)) == set(), block
 
@@ -272,15 +273,18 @@ def test_a_hostile_field_of_a_generation_or_adaptation_block_is_named_by_check_o
     """Regression for #62: copies of a real campaign of each kind, one field under a trial's generation or adaptation
     object, or its manifest's protocol.generation, protocol.adaptation or training_split, replaced by a hostile value or
     removed: check named 0 of them, and 68 generate and 162 adapt copies raised in open_runs, .trials, .decide, build,
-    decide or iteralab trials. The fields come from the schemas (and the fixtures' records): each once, with a rotating
-    value, then 40 drawn with a seed. tests/blocks.py --all tries every field with every value.
+    decide or iteralab trials. A serving campaign's (#64) trial serving object, variant_config.engine_args and manifest
+    protocol.serving are fuzzed the same way. The fields come from the schemas (and the fixtures' records): each once,
+    with a rotating value (a definition used in several places, as a serving level's figures and its quantiles are, in
+    its first place), then 40 drawn with a seed from every place. tests/blocks.py --all tries every field, in every
+    place, with every value.
 
     Each copy check names must name the field (file, line and field through the loader, for a few); the others (the
     values the schemas accept) are campaigns of one runs folder, which every reader reads without raising."""
     named, valid = blocks.split(blocks.sample(extra=40))
-    assert {copy.kind for copy, _ in named} == {copy.kind for copy in valid} == {"generate", "adapt"}
+    assert {copy.kind for copy, _ in named} == {copy.kind for copy in valid} == {"generate", "adapt", "serve"}
     assert [(copy.describe(), problem) for copy, problem in named if not blocks.names_field(problem, copy)] == []
-    assert len(named) >= 120 and len(valid) >= 10, (len(named), len(valid))  # 151 and 20 at this seed
+    assert len(named) >= 200 and len(valid) >= 25, (len(named), len(valid))  # 251 and 33 at this seed
     shown = [copy for copy, _ in named[::40]]
     placed, outcome = blocks.run([*valid, *shown], tmp_path)
     assert outcome.raised == {}

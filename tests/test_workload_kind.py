@@ -48,19 +48,13 @@ def test_records_written_before_workload_existed_read_and_check_as_they_did():
 
 KINDS = ("classify (label every text of a corpus with a fine-tuned classifier); generate (generate text for every prompt "
          "of a corpus with a causal language model); adapt (fine-tune a text classifier (all weights, a named subset or "
-         "LoRA) and validate it)")
-
-
-def test_a_kind_not_built_yet_is_named_with_the_kinds_there_are(campaign_file):
-    said = refusal(rewritten(campaign_file, "[corpus]", '[workload]\nkind = "serve"\n\n[corpus]'))
-    assert said == (f"{campaign_file}: [workload] kind: 'serve' (requests to a serving engine in another process at a "
-                    f"declared concurrency) is not measured by this version of iteralab yet; the kinds it measures: {KINDS}")
+         "LoRA) and validate it); serve (requests to a serving engine in another process, at load levels declared before "
+         "timing)")
 
 
 def test_an_unknown_kind_names_the_kinds_there_are(campaign_file):
     said = refusal(rewritten(campaign_file, "[corpus]", '[workload]\nkind = "summarise"\n\n[corpus]'))
-    assert said == (f"{campaign_file}: [workload] kind: 'summarise' is not a kind of work; the kinds there are: {KINDS} "
-                    "(not built yet: serve)")
+    assert said == f"{campaign_file}: [workload] kind: 'summarise' is not a kind of work; the kinds there are: {KINDS}"
 
 
 @pytest.mark.parametrize(("before", "after", "where"), [

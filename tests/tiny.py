@@ -105,10 +105,11 @@ def write_campaign(folder: Path, model: Path, corpus: Path, *, name="tiny", repe
     return path
 
 
-def build_causal_lm(folder: Path, *, positions: int = 64, always_end: bool = False) -> Path:
+def build_causal_lm(folder: Path, *, positions: int = 64, always_end: bool = False, word: str | None = None) -> Path:
     """Save a 1-layer GPT-2 over the tiny vocabulary with a WordPiece tokenizer ([SEP] ends a sequence) into FOLDER.
 
-    ALWAYS_END fixes its final layer norm to one vector whose logits favour [SEP], so every output stops at once.
+    ALWAYS_END fixes its final layer norm to one vector whose logits favour [SEP], so every output stops at once; WORD
+    makes them favour that word instead, so every output is the word again and again (a served output with text).
     """
     import torch
     import transformers
@@ -118,20 +119,33 @@ def build_causal_lm(folder: Path, *, positions: int = 64, always_end: bool = Fal
     folder.mkdir(parents=True, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), eos_token="[SEP]", bos_token="[CLS]")
+    tokenizer = (_word_level(vocab) if word else
+                 BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), eos_token="[SEP]", bos_token="[CLS]"))
     tokenizer.save_pretrained(folder)
     config = GPT2Config(vocab_size=len(vocab), n_embd=16, n_layer=1, n_head=2, n_positions=positions,
-                        bos_token_id=2, eos_token_id=3, pad_token_id=0, tie_word_embeddings=not always_end)
+                        bos_token_id=2, eos_token_id=3, pad_token_id=0, tie_word_embeddings=not (always_end or word))
     torch.manual_seed(0)
     model = GPT2LMHeadModel(config)
-    if always_end:
+    if always_end or word:
         with torch.no_grad():
             model.transformer.ln_f.weight.zero_()
             model.transformer.ln_f.bias.fill_(1.0)
             model.lm_head.weight.zero_()
-            model.lm_head.weight[3] = 1.0  # [SEP]: the only non-zero logit
+            model.lm_head.weight[vocab.index(word) if word else 3] = 1.0  # the only non-zero logit ([SEP], or the word)
     model.save_pretrained(folder)
     return folder
+
+
+def _word_level(vocab: list[str]):
+    """Return a whole-word tokenizer over VOCAB that decodes its words back to text: an engine serving the model returns
+    the words as output text (the WordPiece tokenizer above reads these words as [UNK] under transformers 5)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.WordLevel({token: index for index, token in enumerate(vocab)}, unk_token="[UNK]"))
+    backend.pre_tokenizer, backend.decoder = pre_tokenizers.Whitespace(), decoders.WordPiece()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", eos_token="[SEP]",
+                                   bos_token="[CLS]")
 
 
 GENERATION = """\
@@ -268,3 +282,53 @@ def failing_on_load(real_load, nth: int, make_error, *, backward: bool = True):
         return tokenizer, loaded
 
     return load
+
+
+SERVING = """\
+campaign = "{name}"
+title = "Tiny serving campaign"
+
+[workload]
+kind = "serve"
+
+[corpus]
+path = "{corpus}"
+split = "final"
+
+[model]
+path = "{model}"
+
+[serving]
+engine = "{engine}"
+{url}max_tokens = {max_tokens}
+levels = {levels}
+requests = {requests}
+warmup_requests = 1
+ready_timeout_s = 300
+
+[serving.objective]
+ttft_ms = 2000
+tpot_ms = 500
+share = 0.9
+
+""" + PROTOCOL.replace('reference_variant = "b1"', 'reference_variant = "{reference}"') + """
+[protocol.buckets]
+short = 8
+medium = 14
+long = "rest"
+"""
+
+
+def write_serving_campaign(folder: Path, model: Path, corpus: Path, *, name="tiny-serve", repetitions=1,
+                           variants=(("plain", ()),), levels=(1, 2), requests=4, max_tokens=4, min_agreement=0.0,
+                           engine="transformers", url=None, extra="") -> Path:
+    """Write a serving campaign over MODEL served by ENGINE; VARIANTS are (name, engine arguments) pairs."""
+    declared = "".join(f'\n[[variants]]\nname = "{variant}"\nseries = "engine"\nengine_args = {list(args)!r}\n'
+                       .replace("'", '"') for variant, args in variants)
+    path = folder / f"{name}.toml"
+    path.write_text(SERVING.format(name=name, corpus=corpus.as_posix(), model=model.as_posix(), repetitions=repetitions,
+                                   engine=engine, url=f'url = "{url}"\n' if url else "", max_tokens=max_tokens,
+                                   levels=list(levels), requests=requests, reference=variants[0][0],
+                                   min_agreement=min_agreement) + declared + extra + "\n" + _disturbance(DISTURBANCE),
+                    encoding="utf-8")
+    return path

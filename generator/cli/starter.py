@@ -12,7 +12,7 @@ from iteralab.workloads import WORKLOADS
 @click.command("init")
 @click.argument("out", type=FOLDER)
 @click.option("--kind", type=click.Choice(list(WORKLOADS)), default="classify", show_default=True,
-              help="the kind of work: classify, generate or adapt")
+              help="the kind of work: classify, generate, adapt or serve")
 @click.option("--model", type=FOLDER, metavar="DIR", help="your local model folder: labels (id2label), max_length and "
               "LoRA targets are read from it")
 @click.option("--corpus", type=FOLDER, metavar="FILE", help="your corpus (.jsonl or .csv: id, text, label): buckets "

@@ -12,7 +12,9 @@ from iteralab.core.language import Joined, Text
 # What each kind of work does, one message each: a new kind is one line here and its translation.
 WORK = {"classify": Text("label every text of a corpus with a fine-tuned classifier"),
         "generate": Text("generate text for every prompt of a corpus with a causal language model"),
-        "adapt": Text("fine-tune a text classifier (all weights, a named subset or LoRA) and validate it")}
+        "adapt": Text("fine-tune a text classifier (all weights, a named subset or LoRA) and validate it"),
+        "serve": Text("serve requests to an engine in another process at declared load levels, within a latency "
+                      "objective")}
 # The useful unit of the decision each kind names (the design's last row): a validated corpus unless said here. An
 # adaptation delivers a validated adapted model (exported, hashed, accepted by the validation thresholds).
 UNITS = {"adapt": "model"}

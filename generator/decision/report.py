@@ -16,6 +16,7 @@ from iteralab.decision.answer import answer
 from iteralab.decision.kinds import CORPUS, MODEL
 from iteralab.decision.plan import Plan, decimal_hours, plan_row
 from iteralab.decision.question import Question, question_of
+from iteralab.decision.serving import serving_answer
 from iteralab.ledger.rental_checks import check_rentals
 from iteralab.money.catalog import Catalog, load_catalog, money
 from iteralab.money.schedule import format_hours, package_plans, single_package
@@ -114,6 +115,7 @@ class Report:
     unlinked: tuple = ()  # rentals that paid for no configuration: counted in the campaign's spend only
     kinds: tuple = ()  # the kinds of work its manifests name (CampaignView.kinds): one, or several said as such
     unstable: tuple = ()  # variants whose slowest repetition is far above their median, said in words (#49)
+    serving: dict | None = None  # a serving campaign's capacities and costs at the objective (decision.serving, #64)
 
     def rental_story(self, rentals) -> dict:
         """Tell the one story of the money: all rentals, those paid for configurations, those linked to none."""
@@ -301,8 +303,12 @@ def decide(view: CampaignView, catalog: Catalog, table=None) -> Report:
     for row in rows:
         for rental in row.observed_rentals:
             paid_for.setdefault(rental["record_id"], []).append(row.label)
+    said = answer(question, ranked, infeasible, rows, to_measure, corpus_entries)
+    serving = serving_answer(view, catalog, question)
+    if serving is not None:  # requests served within the objective are the useful unit, not corpora (#64)
+        said.update(answer=serving["answer"], summary_line=serving["answer"], next_step=serving["answer"], points=())
     return Report(view.name, view.title, question, corpus_entries, catalog.version, rows, ranked, infeasible, to_measure,
-                  problems, **answer(question, ranked, infeasible, rows, to_measure, corpus_entries),
+                  problems, **said, serving=serving,
                   exclusions=tuple(view.exclusion_table()), **_unequal(view, rows, ranked), paid_for=paid_for,
                   unlinked=tuple(r for r in view.rentals if r["record_id"] not in paid_for), kinds=view.kinds,
                   unstable=tuple(unstable_statements(view)))

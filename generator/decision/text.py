@@ -12,6 +12,7 @@ from iteralab.decision.answer import measure_price
 from iteralab.decision.kinds import MODEL, kind_line, kind_of_work
 from iteralab.decision.plan import span_range
 from iteralab.decision.report import Report, Row
+from iteralab.decision.serving import serving_dict, serving_lines
 from iteralab.money.catalog import money
 from iteralab.money.schedule import format_hours
 from iteralab.store import adaptation, generation
@@ -126,7 +127,7 @@ def report_dict(report: Report, *, said_in: str = "en") -> dict:
             {k: r[k] for k in ("record_id", "gpu", "lots", "days", "start", "total", "currency")} |
             {"receipt_sha256": r["receipt"]["sha256"] if r["receipt"] else None} for r in report.unlinked],
         "problems": report.problems, **({"unstable": list(report.unstable)} if report.unstable else {}),  # #49
-    }
+        **serving_dict(report.serving)}  # #64
 
 
 def _unit(report: Report) -> dict:
@@ -303,7 +304,10 @@ def describe_report(report: Report) -> str:
     """
     question = report.question
     lines = [_("Decision report for {campaign} (catalog {catalog})", campaign=report.campaign, catalog=report.catalog_version),
-             "", say(report.answer), "", say(kind_line(report.kinds)), _question(report)]
+             "", say(report.answer), "", say(kind_line(report.kinds))]
+    if report.serving is not None:  # requests served within the objective, not corpora (#64)
+        return "\n".join([*lines, *serving_lines(report.serving, say), *problems_text(report)])
+    lines.append(_question(report))
     if question.declared and question.missing:
         lines.append(_("Not stated: {missing}", missing=Joined("; ", question.missing)))
     lines += ["", _("Feasible, cheapest planned spend first (projection for the workload; planned and observed money apart):")]
@@ -345,9 +349,12 @@ def describe_report(report: Report) -> str:
     lines += exclusions_text(report.exclusions)
     if report.unstable:  # #49
         lines += ["", _("Unstable spread:"), *(f"  - {say(statement)}" for statement in report.unstable)]
-    if report.problems:
-        lines += ["", _("Problems:"), *(f"  - {say(problem)}" for problem in report.problems)]
-    return "\n".join(lines)
+    return "\n".join(lines + problems_text(report))
+
+
+def problems_text(report: Report) -> list[str]:
+    """Return the report's problems as text lines (none when it has none)."""
+    return ["", _("Problems:"), *(f"  - {say(problem)}" for problem in report.problems)] if report.problems else []
 
 
 def _per_unit(row: Row, observed: str) -> str:

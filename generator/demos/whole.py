@@ -8,6 +8,7 @@ from pathlib import Path
 from iteralab.core.paths import sheets_folder
 from iteralab.demos import adapt as demo_adapt
 from iteralab.demos import generate as demo_generate
+from iteralab.demos import serve as demo_serve
 from iteralab.demos.classify import (
     CAMPAIGN,
     REVISION,
@@ -33,6 +34,7 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
     workspace = campaign_file.parent
     generation_file = demo_generate.prepare_generation(workspace=workspace, tokenizer_dir=locate_inputs()[0], log=log)
     adaptation_file = demo_adapt.prepare_adaptation(workspace=workspace, model_dir=workspace / "model", log=log)
+    serving_file = demo_serve.prepare_serving(generation_file=generation_file)
     seconds = {"preparation": time.perf_counter() - started}
     existing = load(runs_dir).of_campaign(CAMPAIGN, "trial") if (runs_dir / CAMPAIGN).is_dir() else []
     result = {"campaign_file": campaign_file, "skipped": bool(existing) and not again, "trials": existing,
@@ -56,6 +58,8 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
         result["interrupted"] = run.interrupted
     result["generation"] = _once(demo_generate.GENERATE_CAMPAIGN, generation_file, runs_dir, result, seconds, quiet, log)
     result["adaptation"] = _once(demo_adapt.ADAPT_CAMPAIGN, adaptation_file, runs_dir, result, seconds, quiet, log)
+    # Without validation stages: each would start the engine once more before timing (about 10 s a variant here).
+    result["serving"] = _once(demo_serve.SERVE_CAMPAIGN, serving_file, runs_dir, result, seconds, quiet, log, stages=False)
     if not result["interrupted"]:
         started = time.perf_counter()
         result["sheets"] = install_example_sheets(sheets_folder(runs_dir))
@@ -65,16 +69,18 @@ def run_demo(*, runs_dir: Path, out: Path, again: bool = False, quiet: bool = Fa
     return result
 
 
-def _once(name: str, campaign_file: Path, runs_dir: Path, result: dict, seconds: dict, quiet: bool, log) -> dict:
-    """Run campaign NAME once: the generation campaign (#42, a causal LM writing each review's verdict word) and the
-    adaptation campaign (#43, the encoder fine-tuned phase by phase); a run that has its records keeps them."""
+def _once(name: str, campaign_file: Path, runs_dir: Path, result: dict, seconds: dict, quiet: bool, log,
+          stages: bool = True) -> dict:
+    """Run campaign NAME once: the generation campaign (#42, a causal LM writing each review's verdict word), the
+    adaptation campaign (#43, the encoder fine-tuned phase by phase) and the serving campaign (#64); a run that has its
+    records keeps them."""
     found = load(runs_dir).of_campaign(name, "trial") if (runs_dir / name).is_dir() else []
     ran = {"file": campaign_file, "trials": found, "ran": False}
     if not result["interrupted"] and not found:
         if log:
             log(f"running {name}: {campaign_file}")
         started = time.perf_counter()
-        run = run_campaign(campaign_file=campaign_file, runs_dir=runs_dir, quiet=quiet)
+        run = run_campaign(campaign_file=campaign_file, runs_dir=runs_dir, quiet=quiet, stages=stages)
         seconds[name] = time.perf_counter() - started
         ran.update(trials=run.trials, ran=True)
         result["interrupted"] = run.interrupted
@@ -91,7 +97,8 @@ def describe_time(seconds: dict, trials: list[dict]) -> str:
     if "revision" in seconds:
         parts.append(f"the question asked again {seconds['revision']:.0f} s")
     for name, what in ((demo_generate.GENERATE_CAMPAIGN, "the generation campaign"),
-                       (demo_adapt.ADAPT_CAMPAIGN, "the adaptation campaign")):
+                       (demo_adapt.ADAPT_CAMPAIGN, "the adaptation campaign"),
+                       (demo_serve.SERVE_CAMPAIGN, "the serving campaign")):
         if name in seconds:
             parts.append(f"{what} {seconds[name]:.0f} s")
     if "site" in seconds:
@@ -117,6 +124,7 @@ def describe_result(result: dict, runs: Path) -> str:
               f"{index.parent / 'questions' / (CAMPAIGN + '.html')}"]
     lines += demo_generate.describe_generation(result["generation"], index)
     lines += demo_adapt.describe_adaptation(result["adaptation"], index)
+    lines += demo_serve.describe_serving(result["serving"], index)
     lines += [f"Open the decision page: {index.parent / 'campaigns' / CAMPAIGN / 'decision.html'}",
               f"Try next: iteralab decide {CAMPAIGN} (the same answer as text), iteralab note new {CAMPAIGN} (draft the "
               "decision note), iteralab check runs/; the manual's 'After the demo' (docs/getting-started.md) lists the rest.",

@@ -24,6 +24,8 @@ PROC = Path("/proc")
 CPUFREQ = Path("/sys/devices/system/cpu")
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 BUSIEST = 8  # other processes named per window, the busiest first
+# Sessions the trial itself started and their processes' CPU is its own (a serving engine, its load generator, #64).
+OWN_SESSIONS: set[int] = set()
 NO_PROC = Text("not read: this system has no readable /proc (Linux only)")
 
 
@@ -64,6 +66,7 @@ class Process(NamedTuple):
     parent: int
     start: int  # ticks after boot it started at: a pid used again is another process
     children: int  # ticks of the children it has waited for (cutime + cstime): those ended during the window count here
+    session: int = 0  # its session id: a serving engine's and the load generator's are the trial's own (#64)
 
 
 def _processes() -> dict[int, Process]:
@@ -76,7 +79,7 @@ def _processes() -> dict[int, Process]:
                     text = (entry / "stat").read_text()
                     name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
                     found[int(entry.name)] = Process(name, int(rest[11]) + int(rest[12]), int(rest[36]), int(rest[1]),
-                                                     int(rest[19]), int(rest[13]) + int(rest[14]))
+                                                     int(rest[19]), int(rest[13]) + int(rest[14]), int(rest[3]))
     return found
 
 
@@ -104,15 +107,25 @@ def _load() -> list[float] | None:
 def host_sample() -> dict:
     """Read the host's counters at one moment (before or after a window)."""
     cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    times = os.times()
     return {"time": time.monotonic(), "cores": cores, "busy_ticks": _cpu_ticks(cores), "own_cpu": time.process_time(),
+            "ended_children_cpu": times.children_user + times.children_system, "own_sessions": frozenset(OWN_SESSIONS),
             "waited": _waited_ns(), "processes": _processes(), "load": _load(), "frequency": _frequency(cores)}
 
 
 def host_figures(start: dict, end: dict) -> dict:
     """Turn two samples into the window's host figures: shares are cores on average (1.0: one core all the time)."""
     wall = end["time"] - start["time"]
-    own = end["own_cpu"] - start["own_cpu"]
+    # The trial's own processes are not interference (#64): a serving engine and the load generator run for the trial,
+    # each in a session it registered. Those alive at the end count their ticks; a load generator that ended was waited
+    # for, so its time is in this process's children's (counted only when the window had such sessions).
+    sessions = start["own_sessions"] | end["own_sessions"]
+    mine = {pid for pid, process in end["processes"].items() if process.session in sessions}
+    spawned = sum(ticks for ticks, _, pid, _, _ in _used(start["processes"], end["processes"]) if pid in mine) / TICKS
+    spawned += end["ended_children_cpu"] - start["ended_children_cpu"] if sessions else 0.0
+    own = end["own_cpu"] - start["own_cpu"] + spawned
     figures = {"window_s": round(wall, 6), "cores_watched": sorted(start["cores"]), "own_cpu_s": round(own, 4),
+               "own_processes_cpu_s": round(spawned, 4),
                "load_average_start": start["load"], "load_average_end": end["load"],
                "cpu_frequency_start": start["frequency"], "cpu_frequency_end": end["frequency"], "reasons": {}}
     if start["busy_ticks"] is None or end["busy_ticks"] is None or wall <= 0:
@@ -133,7 +146,7 @@ def host_figures(start: dict, end: dict) -> dict:
     else:
         waited = sum(ns - start["waited"].get(tid, 0) for tid, ns in end["waited"].items()) / 1e9
         figures.update(waited_s=round(waited, 4), waited_share=round(waited / wall, 4))
-    used = _used(start["processes"], end["processes"]) if wall > 0 else []
+    used = [item for item in _used(start["processes"], end["processes"]) if item[2] not in mine] if wall > 0 else []
     figures["processes_cpu_share"] = round(sum(item[0] for item in used) / TICKS / wall, 4) if wall > 0 else None
     figures["busiest_others"] = [
         {"pid": pid, "name": process.name, "cpu_share": round(ticks / TICKS / wall, 3),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import resource
+import sys
 import threading
 import time
 import traceback
@@ -321,7 +322,10 @@ def settled_heap():
 
 
 def release(device: str) -> None:
-    """Free what a finished or failed trial held, so the next trial starts clean."""
+    """Free what a finished or failed trial held (a serving engine it started too, #64), so the next trial starts clean."""
+    engines = sys.modules.get("iteralab.serving.engine")  # only a serving trial imports it: no other kind pays for it
+    if engines is not None:
+        engines.stop_all()
     gc.collect()
     if device.startswith("cuda"):
         _torch().cuda.empty_cache()

@@ -25,7 +25,13 @@ ROWS = "rows"  # the one named dataset of every spec: a chart's rows, as its dat
 LABEL, TITLE = 12, 13  # font sizes in px (#37: Vega-Lite's 10 and 11 were 5 pt on paper)
 # The category down each chart's side: what its rows are named by.
 CATEGORY = {"durations": "variant", "memory": "variant", "phase-memory": "variant", "quality": "variant",
-            "planned-spend": "configuration", "projected-hours": "configuration", "revision-medians": "configuration", "revision-model-times": "configuration", "revision-spend": "configuration"}
+            "planned-spend": "configuration", "projected-hours": "configuration", "revision-medians": "configuration", "revision-model-times": "configuration", "revision-spend": "configuration",
+            "serving-ttft": "configuration", "serving-tpot": "configuration", "serving-throughput": "configuration"}
+# A serving campaign's chart columns (#64), beside the site's words.
+SERVED = {"level": Text("level"), "ttft_ms": Text("time to first token (ms)"), "tpot_ms": Text("time per output token (ms)"),
+          "share": Text("share of the level's requests at or under it"), "objective_ms": Text("objective (ms)"),
+          "p90_ttft_ms": Text("p90 time to first token (ms)"),
+          "capacity_level": Text("capacity level at the objective")}
 _made: dict[str, dict[str, dict]] = {}
 
 
@@ -38,7 +44,7 @@ def _altair():
 
 
 def _word(column: str, code: str) -> str:
-    return COLUMNS[column].say(code)
+    return (SERVED.get(column) or COLUMNS[column]).say(code)
 
 
 def _tip(alt, column: str, kind: str, code: str, number: str | None = None):
@@ -151,8 +157,45 @@ def _revision_spend(alt, code: str):
     return _over_revisions(alt, code, "planned", Text("planned package spend (catalog currency)"), ",.2f")
 
 
+def _distribution(value: str):
+    """Return the drawing of a step line per level of the share of its requests at or under each VALUE (a dash per
+    configuration), the objective a red rule."""
+    def draw(alt, code: str):
+        base = alt.Chart(alt.Data(name=ROWS))
+        tooltip = [_tip(alt, "configuration", "N", code), _tip(alt, "level", "N", code), _tip(alt, value, "Q", code, ",.1f"),
+                   _tip(alt, "share", "Q", code, ".0%")]
+        lines = base.mark_line(interpolate="step-after", point=True).encode(
+            x=alt.X(f"{value}:Q", title=_word(value, code), scale=alt.Scale(zero=True)),
+            y=alt.Y("share:Q", title=_word("share", code), scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
+            color=alt.Color("level:N", sort=None, legend=alt.Legend(title=_word("level", code), labelLimit=0)),
+            strokeDash=alt.StrokeDash("configuration:N", sort=None, legend=alt.Legend(
+                title=_word("configuration", code), labelLimit=0, orient="bottom", direction="vertical")),
+            tooltip=tooltip)
+        rule = base.mark_rule(color="#a4161a", strokeWidth=2).encode(
+            x=alt.X("max(objective_ms):Q"), tooltip=[alt.Tooltip("max(objective_ms):Q", title=_word("objective_ms", code))])
+        return alt.layer(lines, rule)
+    return draw
+
+
+def _throughput(alt, code: str):
+    """A line per configuration of output tokens per second against p90 TTFT across its levels, the capacity marked."""
+    base = alt.Chart(alt.Data(name=ROWS))
+    x = alt.X("p90_ttft_ms:Q", title=_word("p90_ttft_ms", code), scale=alt.Scale(zero=True))
+    y = alt.Y("output_tokens_per_s:Q", title=_word("output_tokens_per_s", code), scale=alt.Scale(zero=True))
+    tooltip = [_tip(alt, "configuration", "N", code), _tip(alt, "level", "Q", code, ",~g"),
+               _tip(alt, "p90_ttft_ms", "Q", code, ",.1f"), _tip(alt, "output_tokens_per_s", "Q", code, ",.1f")]
+    lines = base.mark_line(point=True).encode(x=x, y=y, order="level:Q", tooltip=tooltip, color=alt.Color(
+        "configuration:N", sort=None, legend=alt.Legend(title=_word("configuration", code), labelLimit=0, orient="bottom",
+                                                        direction="vertical")))
+    knee = base.mark_point(shape="diamond", size=240, strokeWidth=2, color="#a4161a").encode(
+        x=x, y=y, tooltip=[*tooltip, _tip(alt, "capacity_level", "Q", code, ",~g")]
+    ).transform_filter("isValid(datum.capacity_level) && datum.level === datum.capacity_level")
+    return alt.layer(lines, knee)
+
+
 KINDS = {"durations": _durations, "memory": _memory, "phase-memory": _phase_memory, "quality": _quality, "planned-spend": _spend, "projected-hours": _hours,
-         "revision-medians": _revision_medians, "revision-model-times": _revision_model_times, "revision-spend": _revision_spend}
+         "revision-medians": _revision_medians, "revision-model-times": _revision_model_times, "revision-spend": _revision_spend,
+         "serving-ttft": _distribution("ttft_ms"), "serving-tpot": _distribution("tpot_ms"), "serving-throughput": _throughput}
 
 
 def _config(code: str) -> dict:
@@ -214,7 +257,7 @@ def _make(code: str) -> dict[str, dict]:
     for kind, draw in KINDS.items():
         # A band per category; grouped bars get a step per bar (the band holds one for each group); a value up the
         # side (the revisions' lines) a fixed height.
-        height = 220 if kind.startswith("revision-") else alt.Step(12 if kind in ("memory", "phase-memory", "quality") else 22)
+        height = 220 if kind.startswith(("revision-", "serving-")) else alt.Step(12 if kind in ("memory", "phase-memory", "quality") else 22)
         spec = draw(alt, code).properties(width=WIDTH, height=height).to_dict(validate=False)
         spec["config"] = _config(code)
         specs[kind] = spec

@@ -19,7 +19,7 @@ PHASES = {"environment_check": Text("environment_check"), "model_load": Text("mo
           "writing_results": Text("writing_results"), "validation_stages": Text("validation_stages"),
           "prefill": Text("prefill"), "decode": Text("decode"), "first_forward": Text("first_forward"),
           "first_backward": Text("first_backward"), "first_update": Text("first_update"), "validation": Text("validation"),
-          "export": Text("export")}
+          "export": Text("export"), "engine_stop": Text("engine_stop")}
 
 # Qualification: a sheet's outcome and each criterion's status.
 OUTCOMES = {"selected": Text("selected"), "to confirm": Text("to confirm"), "excluded": Text("excluded"),

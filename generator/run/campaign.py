@@ -54,6 +54,7 @@ class Variant:
     optimizer: str | None = None
     learning_rate: float | None = None
     weight_decay: float | None = None
+    engine_args: str | None = None  # a serve variant's engine arguments, shell-quoted: a setting is one plain value (#64)
 
     def config(self) -> dict:
         """Return the settings as a plain dict (the name excluded, and the settings of another kind of work)."""
@@ -150,8 +151,8 @@ def _workload(top: Table) -> str:
         table.fail("kind", f"{kind!r} ({PLANNED[kind]}) is not measured by this version of iteralab yet; the "
                            f"kinds it measures: {measured}")
     if kind not in WORKLOADS:
-        table.fail("kind", f"{kind!r} is not a kind of work; the kinds there are: {measured} (not built yet: "
-                           + ", ".join(PLANNED) + ")")
+        planned = f" (not built yet: {', '.join(PLANNED)})" if PLANNED else ""
+        table.fail("kind", f"{kind!r} is not a kind of work; the kinds there are: {measured}{planned}")
     return kind
 
 
@@ -280,7 +281,8 @@ def _variant(table: Table, names: set[str], workload) -> Variant:
     variant = Variant(
         name=name,
         series=table.get("series", str, default="main"),
-        batch_size=table.get("batch_size", int, minimum=1),
+        # A serve variant's engine batches as its arguments say; its batch_size is the runner's validation batch only.
+        batch_size=table.get("batch_size", int, minimum=1, **({"default": 1} if workload.KIND == "serve" else {})),
         precision=table.get("precision", str, default="fp32", choices=PRECISIONS),
         quantization=table.get("quantization", str, default="none", choices=QUANTIZATIONS),
         compile=table.get("compile", bool, default=False),

@@ -41,7 +41,7 @@ from iteralab.run.campaign import (
 )
 from iteralab.run.resume import Resumption, continue_run, find_resumable, refuse_changed_numerics, start_record
 from iteralab.run.signals import Signals
-from iteralab.run.stages import SKIPPED, STAGE_PHASE, StageFailed, failure_message, validate_all
+from iteralab.run.stages import SKIPPED, STAGE_PHASE, StageFailed, failure_message, kept_if_failed, validate_all
 from iteralab.run.summary import Progress, plan_data
 from iteralab.store import questions, reading, records
 from iteralab.workloads import WORKLOADS
@@ -304,6 +304,7 @@ class Outcome:
     output_file: dict | None = None
     watch: Watch | None = None  # what else used the machine during the measured window (#49)
     dtypes: dict | None = None  # the dtypes the loaded model's weights hold (#63)
+    repetition: int = 1
 
 
 def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetition: int, sequence: int,
@@ -312,8 +313,10 @@ def execute(prepared: Prepared, runs_dir: Path, manifest: dict, variant, repetit
     KEEP_CACHE leaves the memory to the caller (a per_card set releases it once every card's window is over)."""
     campaign, workload = prepared.campaign, prepared.workload
     trial_id = records.new_id("trial")
-    clock, got, status, error = PhaseClock.over(variant.device, cards(variant, campaign.protocol)), Outcome(), "ok", None
-    expected = len(prepared.corpus.entries) * workload.passes(campaign.protocol)  # a sampling pass per seed
+    clock, status, error = PhaseClock.over(variant.device, cards(variant, campaign.protocol)), "ok", None
+    got = Outcome(repetition=repetition)
+    expected = (workload.expected(prepared.corpus, campaign.protocol) if hasattr(workload, "expected")  # a level's requests
+                else len(prepared.corpus.entries) * workload.passes(campaign.protocol))  # a sampling pass per seed
     progress.start(f"{sequence}/{len(prepared.plan)} {variant.name} rep {repetition}", expected)
     try:
         # Written first: after a kill, a start without its trial record is the trial that was in flight (never dropped).
@@ -365,11 +368,12 @@ def _measure(prepared: Prepared, runs_dir: Path, variant, trial_id: str, clock: 
         tokenizer, model = workload.load_model(campaign.model_path, variant, protocol)
     got.dtypes = weights_dtypes(model)
     got.work = _compiled(clock, prepared, variant, tokenizer, model)
+    got.work.repetition = got.repetition  # a serving trial rotates its load levels by it
     got.work.before_window(clock, prepared, runs_dir)  # the warm-up, or an adaptation's first forward, backward, update
     got.work.completed = 0
     progress.attach(got.work)
     got.watch = Watch(variant.device, protocol)
-    with got.watch.window(), clock.phase("measured_window"):
+    with got.watch.window(), clock.phase("measured_window"), kept_if_failed(prepared, runs_dir, trial_id, got):
         got.window = got.work.measured(runs_dir / prepared.corpus_copy)
     # Phases of this kind outside the window: prefill and decode, or an adaptation's validation and export.
     got.outputs = got.work.after_window(clock, got.window, TrialPlace(runs_dir, campaign.name, trial_id))

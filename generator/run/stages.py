@@ -7,6 +7,7 @@ stage, and the other variants go on.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from iteralab.core.language import Text
@@ -104,3 +105,16 @@ def failure_message(variant: str, found: dict) -> str:
     error = found["error"] if not where or said_at(where) in found["error"] else f"{found['error']}; {said_at(where)}"
     return (f"variant {variant} failed its {found['failed_stage']} validation stage in {found['failed_phase']} before "
             f"any timing ({error}){advice}; it was not timed")
+
+
+@contextlib.contextmanager
+def kept_if_failed(prepared, runs_dir: Path, trial_id: str, got):
+    """Write the rows a window that failed part-way had recorded (a serving trial's requests up to an engine that died,
+    #64) as the trial's outputs file, then fail as the window did: a failed request is a row with its error, never a gap."""
+    try:
+        yield
+    except Exception:
+        partial = getattr(got.work, "partial", None)
+        if partial:
+            got.output_file = prepared.workload.write_outputs(runs_dir, prepared.campaign.name, trial_id, partial)
+        raise

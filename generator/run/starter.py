@@ -17,8 +17,9 @@ from iteralab.run.summary import describe_plan
 from iteralab.store.records import NAME_PATTERN
 from iteralab.workloads import WORKLOADS, lengths
 
-THRESHOLDS = {"classify": ("accuracy", 0.9), "adapt": ("accuracy", 0.8), "generate": ("reference_match", 0.6)}
-REFERENCE = {"classify": "b1", "generate": "b1", "adapt": "mb8"}
+THRESHOLDS = {"classify": ("accuracy", 0.9), "adapt": ("accuracy", 0.8), "generate": ("reference_match", 0.6),
+              "serve": ("reference_match", 0.6)}
+REFERENCE = {"classify": "b1", "generate": "b1", "adapt": "mb8", "serve": "one-at-a-time"}
 _INFERENCE = """# One series at a time: batch size, then precision.
 [[variants]]
 name = "b1"
@@ -53,6 +54,16 @@ name = "mb8-bf16"
 series = "precision"
 batch_size = 8
 precision = "bf16"                      # mixed precision: weights and optimizer state stay fp32
+""", "serve": """# One engine configuration per variant: its own arguments, after the runner's (model, host, port, device, dtype).
+[[variants]]
+name = "one-at-a-time"
+series = "engine"
+engine_args = []
+
+[[variants]]
+name = "continuous-batching"
+series = "engine"
+engine_args = ["--continuous-batching", "--cb-num-blocks", "64", "--cb-block-size", "32", "--cb-max-batch-tokens", "512"]
 """}
 KIND_TABLES = {
     "classify": "",
@@ -75,6 +86,22 @@ updates = 20                            # optimizer updates in the measured wind
 rank = 8
 alpha = 16
 target_modules = {targets}{targets_note}
+""",
+    "serve": """
+# The engine, the load and the latency objective, fixed before any timing (part of the protocol's fingerprint).
+[serving]
+engine = "transformers"                 # "transformers" (transformers serve), "vllm", or "url" with url = "http://..."
+max_tokens = {max_new_tokens:<23}# FILL IN: the longest answer you need; decoding is greedy{room}
+arrival = "concurrency"                 # levels are requests in flight; "poisson": requests per second
+levels = [1, 4]                         # FILL IN: the loads to measure
+requests = 100                          # per level, after warmup_requests
+warmup_requests = 4
+
+[serving.objective]
+ttft_ms = 500                           # FILL IN: the time to first token your users accept
+tpot_ms = 50                            # FILL IN: the time per output token after the first
+share = 0.99                            # of a level's requests
+# load = 4                              # the load the question asks to serve
 """,
 }
 
@@ -237,7 +264,8 @@ def _starter(*, kind, name, folder, model, corpus, train, shown, columns):
     facts = _model_facts(model)
     column_lines, named, found = _columns(corpus, kind, dict(columns or {}), facts["labels"])
     # A generation's prompt and its new tokens share the model's positions: the prompt gets what max_new_tokens leaves (#61).
-    room = facts["positions"] - new_tokens(facts["positions"]) if kind == "generate" and facts["positions"] else facts["positions"]
+    room = (facts["positions"] - new_tokens(facts["positions"]) if kind in ("generate", "serve") and facts["positions"]
+            else facts["positions"])
     sized = _lengths(model, corpus if named is not None else None, room, train, named)
     max_length, truncation, buckets = sized or (min(128, room) if room else 128, "truncate", DEFAULT_BUCKETS)
     metric, example = THRESHOLDS[kind]
@@ -254,7 +282,7 @@ def _starter(*, kind, name, folder, model, corpus, train, shown, columns):
         "length buckets in tokens: defaults, not sized from a corpus (init sizes them from --model and --corpus)",
         buckets=buckets, variants=VARIANTS[kind],
         # An adaptation has no warm-up: its first update is timed apart, so it writes no [protocol.warmup] (#61).
-        warmup="" if kind == "adapt" else "\n[protocol.warmup]\nbatches = 2\n")
+        warmup="" if kind in ("adapt", "serve") else "\n[protocol.warmup]\nbatches = 2\n")
     return text, found
 
 

@@ -19,7 +19,7 @@ from iteralab.evidence.bundle import campaign_bundle
 from iteralab.evidence.signing import Signer
 from iteralab.money.catalog import Catalog, gb_to_gib
 from iteralab.money.sizing import weights_bytes
-from iteralab.pages import adapted
+from iteralab.pages import adapted, served
 from iteralab.pages.figures import campaign_charts, decision_charts
 from iteralab.pages.generated import campaign_block, kv_cells, kv_note, spread_cell, tokens_of
 from iteralab.pages.per_campaign import adaptation_rows
@@ -196,12 +196,18 @@ def render_failure(writer: Writer, job: CampaignJob, reason: str) -> None:
 
 
 def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv: str, places: Places) -> None:
-    """Write the campaign, decision, trial and qualification pages, the copies, trials.csv and the bundle."""
+    """Write the campaign, decision, trial and qualification pages, the copies, trials.csv (and a serving campaign's
+    requests.csv) and the bundle."""
     env, view, base = jinja_environment(), job.view, f"campaigns/{job.view.name}"
     common = {"stamp": job.stamp, "catalog": job.catalog, "alternates": job.alternates, "revision": job.revision}
-    drawn, decided = campaign_charts(view), decision_charts(report)
+    requests = served.requests_of(view, places.runs)  # a serving campaign's requests, read once (#64)
+    serving = served.serving_charts(view, requests)
+    drawn, decided = campaign_charts(view) + serving, decision_charts(report)
+    if report.serving is not None:  # its capacity's knee, not a corpus's projected hours and spend
+        decided = [found for found in serving if found["id"] == "serving-throughput"]
     bundle = campaign_bundle(view, runs=places.runs, notes=places.notes, catalog=places.catalog, loaded_notes=list(job.notes),
-                             price_catalog=job.catalog, table_csv=table_csv, report=report, charts=drawn + decided,
+                             price_catalog=job.catalog, table_csv=table_csv, report=report,
+                             charts=drawn + ([] if report.serving is not None else decided),
                              signer=places.signer, revision=job.revision)
     bundle_info = {"name": f"evidence-{view.name}.zip", "sha256": hashlib.sha256(bundle).hexdigest(), "size": len(bundle),
                    "signed": places.signer}
@@ -216,13 +222,17 @@ def render_campaign(writer: Writer, job: CampaignJob, report: Report, table_csv:
         charts=drawn, notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, trial_table_rows=trial_table_rows,
         sizing=sizing, adapted=[row for row in sizing if row.get("adaptation")], report=report, generation=campaign_block(shown), spread_cell=spread_cell, kv_cells=kv_cells,
         kv_note=kv_note, adaptation=adapted.campaign_block(shown), adaptation_rows=adaptation_rows, machine=named.machine, short=named.short,
-        initialised=initialised_runs(view.manifests), unstable=unstable_statements(shown), **common))
+        initialised=initialised_runs(view.manifests), unstable=unstable_statements(shown), serving=served.campaign_block(shown),
+        requests_csv=bool(requests), column_word=served.column_word(language.current()), **common))
     writer.write(f"{base}/decision.html", env.get_template("decision.html").render(
         root="../../", page=f"{base}/decision.html", view=view, report=report, charts=decided,
         notes=list(job.notes), sheets=list(job.sheets), bundle=bundle_info, tokens_of=tokens_of,
-        unit_durations=adapted.unit_durations, machine=named.machine, short=named.short, **common))
+        unit_durations=adapted.unit_durations, machine=named.machine, short=named.short,
+        column_word=served.column_word(language.current()), **common))
     _trials_page(writer, env, view, bundle_info["name"], common)
     writer.write(f"{base}/trials.csv", table_csv)
+    if requests:  # every request of every serving trial, beside trials.csv
+        writer.write(f"{base}/requests.csv", served.requests_csv(view, requests))
     writer.write(f"{base}/qualification.html", env.get_template("qualification.html").render(
         root="../../", page=f"{base}/qualification.html", view=view, sheets=list(job.sheets), **common))
 

@@ -7,8 +7,8 @@ ids and its quality. The runner keeps the protocol, rotation, stages, phases, fa
 
 from __future__ import annotations
 
-from iteralab.workloads import adapt, classify, generate
+from iteralab.workloads import adapt, classify, generate, serve
 
-WORKLOADS = {module.KIND: module for module in (classify, generate, adapt)}
+WORKLOADS = {module.KIND: module for module in (classify, generate, adapt, serve)}
 # Kinds the design names that this version does not measure yet, each with what it would be.
-PLANNED = {"serve": "requests to a serving engine in another process at a declared concurrency"}
+PLANNED: dict[str, str] = {}
