@@ -39,7 +39,7 @@ def measured(summary) -> dict | None:
     capacities = [level for level, _ in found]
     quality = all(trial.get("corpus_accepted") for trial in trials)
     result = {"trials": len(trials), "capacities": capacities, "quality_passed": quality, "level": None, "reason": None,
-              "accepted_output_tokens": None, "accepted_requests": None, "duration_s": None}
+              "accepted_output_tokens": None, "accepted_requests": None, "duration_s": None, "offline": _offline(trials)}
     if any(level is None for level in capacities):
         result["reason"] = Text("{missed} of {count} repetition(s) met the objective at no declared level",
                                 missed=sum(level is None for level in capacities), count=len(capacities))
@@ -55,6 +55,17 @@ def measured(summary) -> dict | None:
         return result
     result.update(accepted_output_tokens=sum(tokens), accepted_requests=sum(requests), duration_s=sum(seconds))
     return result
+
+
+def _offline(trials: list[dict]) -> dict | None:
+    """Sum the served outputs set against an offline generation's of the same question, over the trials that found one."""
+    found = [block for block in (trial["serving"].get("offline") for trial in trials)
+             if isinstance(block, dict) and isinstance(block.get("compared"), int) and block["compared"] > 0
+             and isinstance(block.get("agreeing"), int)]
+    if not found:
+        return None
+    return {"campaign": found[0].get("campaign"), "compared": sum(block["compared"] for block in found),
+            "agreeing": sum(block["agreeing"] for block in found)}
 
 
 def _price(summary, catalog, question) -> dict:
@@ -198,9 +209,14 @@ def _row_text(row: dict) -> object:
                  days=row["price"]["days"], card=row["price"]["card"], total=row["price"]["total"])
             if row["per_million_accepted_output_tokens"] is not None else
             Text("cost per million accepted output tokens undefined: {reason}", reason=row["cost_reason"]))
-    return Text("capacity level {level} ({trials} repetition(s)); {tokens} accepted output tokens in {seconds} s there; "
+    said = Text("capacity level {level} ({trials} repetition(s)); {tokens} accepted output tokens in {seconds} s there; "
                 "{cost}", level=Figure(row["level"]), trials=row["trials"], tokens=Figure(row["accepted_output_tokens"] or 0),
                 seconds=Figure(row["duration_s"] or 0, 2), cost=cost)
+    if row["offline"] is None:
+        return said
+    return Text("{said}; its outputs equal the offline generation {campaign}'s on {agreeing} of {compared} requests",
+                said=said, campaign=str(row["offline"]["campaign"]), agreeing=Figure(row["offline"]["agreeing"]),
+                compared=Figure(row["offline"]["compared"]))
 
 
 def serving_dict(serving: dict | None) -> dict:
@@ -213,7 +229,7 @@ def serving_dict(serving: dict | None) -> dict:
         return {"configuration": row["key"], "label": row["label"], "capacity_level": row["level"],
                 "capacities": row["capacities"], "trials": row["trials"], "quality_passed": row["quality_passed"],
                 "accepted_output_tokens": row["accepted_output_tokens"], "accepted_requests": row["accepted_requests"],
-                "duration_s": row["duration_s"],
+                "duration_s": row["duration_s"], "offline": row["offline"],
                 "per_million_accepted_output_tokens": _plain(row["per_million_accepted_output_tokens"]),
                 "per_thousand_accepted_requests": _plain(row["per_thousand_accepted_requests"]),
                 "cost_reason": _plain(row["cost_reason"]), "feasible": row["feasible"], "why_not": _plain(row["why_not"]),

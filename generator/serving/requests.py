@@ -15,7 +15,7 @@ from iteralab.core.files import cache_root, writing
 from iteralab.core.language import Text
 from iteralab.declared.corpus import load_corpus
 from iteralab.serving import figures as served
-from iteralab.serving import load_generator
+from iteralab.serving import load_generator, offline
 from iteralab.serving.engine import Engine, EngineFailed, EngineSpec
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -99,7 +99,7 @@ class Work:
         self.settings = protocol["serving"]
         self.progress_total = self.settings["requests"] * len(self.settings["levels"])
         self.completed, self.repetition, self.runs, self.prepared, self.texts = 0, 1, [], None, []
-        self.kept, self.stopped, self.partial = {}, None, None
+        self.kept, self.stopped, self.partial, self.offline = {}, None, None, None
 
     def compile(self) -> None:
         raise UserError("a serve variant compiles in its engine, not in the runner: set compile = false and pass the "
@@ -121,6 +121,8 @@ class Work:
         """Skip the runner's warm-up (the load generator warms each level up itself); find the load generator."""
         clock.skip("warmup", Text("each level's warm-up requests are sent by the load generator before the level"))
         self.prepared, self.aiperf = prepared, load_generator.find_aiperf()
+        # A served model must answer what the model answers: an offline generation of the same question, if measured.
+        self.offline = offline.find(runs_dir, self.settings, prepared.model_identity)
         self.artifacts = cache_root() / "load-generator" / uuid.uuid4().hex
 
     def measured(self, corpus_path) -> list:
@@ -249,6 +251,7 @@ def trial_figures(work: Work, rows: list[dict]) -> dict:
             "load_generator": {"name": "aiperf", "version": load_generator.aiperf_version(work.aiperf),
                                "command": [str(part) for part in work.runs[0].command] if work.runs else None},
             "levels": levels, "capacity": served.capacity(levels), "files": work.kept,
+            "offline": offline.compared(rows, work.offline),
             "objective": settings["objective"]}
 
 
