@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from iteralab.core.files import cache_root
 from iteralab.run.runner import run_campaign
 from iteralab.serving import engine as engines
 from iteralab.serving import load_generator
@@ -89,6 +90,7 @@ def test_a_serving_trial_records_every_request_with_its_id_and_no_engine_outlive
     assert trial["serving"]["engine"]["started_by_runner"] and trial["serving"]["engine"]["ready_s"] > 0
     assert trial["phases"]["model_load"]["duration_ns"] > 0 and trial["phases"]["engine_stop"]["completed"]
     assert gone(str(model))  # neither the engine (it serves the folder) nor a load generator (its tokenizer) is left
+    assert not any((cache_root() / "load-generator").glob("*/*"))  # AIPerf's files lie beside the requests, or nowhere
 
 
 def test_an_engine_killed_during_a_level_fails_its_trial_with_a_row_per_request_and_the_next_trial_restarts(served):
@@ -151,7 +153,8 @@ def test_ctrl_c_during_a_level_leaves_no_engine_and_no_load_generator(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.jsonl", corpus_rows(4))
     campaign = write_serving_campaign(tmp_path, model, corpus, name="tiny-stopped", levels=(1,), requests=400)
     runner = subprocess.Popen([sys.executable, "-m", "iteralab", "run", str(campaign), "--runs", str(tmp_path / "runs"),
-                               "--quiet", "--no-stages"], cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                               "--quiet", "--no-stages"], cwd=ROOT,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1", "ITERALAB_CACHE_DIR": str(tmp_path / "cache")},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     mine = f"--tokenizer {model}"  # this test's load generator (AIPerf names the model's folder as its tokenizer)
     deadline = time.monotonic() + 240

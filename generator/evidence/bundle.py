@@ -78,7 +78,18 @@ def references(named) -> list[tuple[str, str, str | None]]:
         else:
             place = f"{'documents' if record['kind'] == 'exclusion' else 'receipts'}/{digest[:16]}/{bag_name(name)}"
         found.append((place, holder["path"], digest))
-    return found
+    return found + [entry for record in named if record.get("kind") == "trial" for entry in _serving_files(record)]
+
+
+def _serving_files(trial: dict) -> list[tuple[str, str, str | None]]:
+    """Return a serving trial's engine log and the load generator's own files (#64), as references() returns a file."""
+    kept = (trial.get("serving") or {}).get("files") if isinstance(trial.get("serving"), dict) else None
+    if not isinstance(kept, dict):
+        return []
+    files = [kept.get("engine_log"), *(kept.get("load_generator") if isinstance(kept.get("load_generator"), list) else ())]
+    return [(f"serving/{trial['record_id']}/{PurePosixPath(entry['path']).name}", entry["path"],
+             entry.get("sha256") if SHA256.match(str(entry.get("sha256"))) else None)
+            for entry in files if isinstance(entry, dict) and isinstance(entry.get("path"), str)]
 
 
 def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path: Path | None, *,

@@ -141,6 +141,7 @@ class Work:
                 if getattr(error, "run", None) is not None:
                     self.runs.append(error.run)
                 self.partial = self.rows()
+                shutil.rmtree(self.artifacts, ignore_errors=True)  # a failed trial keeps its rows, not AIPerf's files
                 self._refuse_dead_engine(number)
                 raise
             self.runs.append(run)
@@ -157,6 +158,7 @@ class Work:
         if not self.engine.facts.get("started_by_runner") or self.engine.alive():
             return
         self.partial = self.rows()
+        shutil.rmtree(self.artifacts, ignore_errors=True)
         failed = sum(row["status"] != "ok" for row in self.partial)
         raise EngineFailed(f"the engine exited during load level {self.runs[-1].level.value if self.runs else '?'} (the "
                            f"trial's level {number}): {failed} of {len(self.partial)} requests failed; the last lines of "
@@ -167,6 +169,10 @@ class Work:
         with clock.phase("engine_stop"):
             self.stopped = self.engine.stop()
         self.kept = keep_files(place, self.engine, self.runs)
+        # What was kept lies beside the trial's requests now; the cache's copies would only grow with every trial.
+        shutil.rmtree(self.artifacts, ignore_errors=True)
+        if self.engine.facts.get("started_by_runner") and self.engine.spec.log_path is not None:
+            Path(self.engine.spec.log_path).unlink(missing_ok=True)
         rows = self.rows()
         judge(rows, self.prepared, self.variant)
         return rows

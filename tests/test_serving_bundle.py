@@ -1,0 +1,33 @@
+"""A serving campaign's evidence bundle carries the load generator's own files and the engine's log (#64)."""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+from pathlib import Path
+
+FIXTURE = Path(__file__).parent / "fixtures" / "serve-runs"
+
+
+def test_the_bundle_carries_aiperf_files_and_the_engine_log_and_verify_checks_them(tmp_path, cli):
+    """Regression for #64: "keep AIPerf's own files in the evidence bundle"; a trial names them with their sha256, so
+    verify refuses a bundle whose copy of one differs (a bag's manifest made again to match cannot hide it)."""
+    runs = tmp_path / "runs"
+    shutil.copytree(FIXTURE, runs)
+    bundle = tmp_path / "tiny-serve.zip"
+    code, _, err = cli("bundle", "tiny-serve", "--runs", runs, "--output", bundle)
+    assert code == 0, err
+    with zipfile.ZipFile(bundle) as archive:
+        names = archive.namelist()
+    serving = sorted(name.split("/data/", 1)[1] for name in names if "/data/serving/" in name)
+    kept = sorted(str(path.relative_to(runs / "tiny-serve")) for path in (runs / "tiny-serve" / "serving").rglob("*")
+                  if path.is_file())
+    assert serving == kept and any(name.endswith("profile_export.jsonl") for name in serving)
+    assert cli("verify", bundle)[0] == 0
+    # The same trial names the log with another sha256: the bundle made from it no longer carries those bytes.
+    log = next((runs / "tiny-serve" / "serving").rglob("engine.log"))
+    log.write_text(log.read_text() + "one more line\n")
+    damaged = tmp_path / "damaged.zip"
+    assert cli("bundle", "tiny-serve", "--runs", runs, "--output", damaged)[0] == 0
+    code, out, err = cli("verify", damaged)
+    assert code != 0 and "engine.log" in out + err and "sha256 differs" in out + err
