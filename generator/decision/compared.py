@@ -61,12 +61,31 @@ def _adaptation_rows(old: dict, new: dict) -> list[tuple[Text, str, str]]:
             (Text("memory: estimate and measured peak"), _memory(old), _memory(new))]
 
 
+def _serving(side: dict) -> tuple[str, str]:
+    serving = side.get("serving")
+    if serving is None:
+        return "—", "—"
+    level = say(Text("level {level}", level=serving["level"])) if serving["level"] is not None else say(serving["reason"])
+    return level, _money(serving["cost"], serving["currency"], serving["cost_reason"])
+
+
+def _serving_rows(old: dict, new: dict) -> list[tuple[Text, str, str]]:
+    """Return a serving configuration's rows: its capacity at the objective and its cost per million accepted output
+    tokens; none where neither side serves."""
+    if not old.get("serving") and not new.get("serving"):
+        return []
+    (old_level, old_cost), (new_level, new_cost) = _serving(old), _serving(new)
+    return [(Text("capacity at the objective"), old_level, new_level),
+            (Text("cost per million accepted output tokens"), old_cost, new_cost)]
+
+
 def side_by_side(pair: dict) -> list[tuple[Text, str, str]]:
     """Return a configuration's rows: what, earlier, later (each already written in the current language)."""
     old, new = pair["earlier"], pair["later"]
     models = old.get("unit") == "model" or new.get("unit") == "model"
     return [
         (Text("measured window"), _window(old), _window(new)),
+        *_serving_rows(old, new),
         *_adaptation_rows(old, new),
         (Text("quality"), _accepted(old), _accepted(new)),
         (Text("feasible"), _feasible(old), _feasible(new)),

@@ -12,6 +12,7 @@ from pathlib import Path
 from iteralab.core.language import Text
 from iteralab.decision.kinds import not_comparable
 from iteralab.decision.report import Report, Row, decide_guarded
+from iteralab.decision.serving import serving_answers, serving_side
 from iteralab.money.catalog import Catalog, load_catalog
 from iteralab.store import adaptation
 from iteralab.store.listing import campaign_view_of
@@ -131,13 +132,15 @@ def compare(earlier: CampaignView, later: CampaignView, catalog: Catalog) -> Com
     old_manifest = newest(earlier.manifests) if earlier.manifests else {}
     new_manifest = newest(later.manifests) if later.manifests else {}
     old_rows, new_rows = {_key(row): row for row in old_report.rows}, {_key(row): row for row in new_report.rows}
-    pairs = [{"configuration": configuration_name(old_rows[key]), "earlier": _side(old_rows[key]),
-              "later": _side(new_rows[key]),
+    pairs = [{"configuration": configuration_name(old_rows[key]),
+              "earlier": {**_side(old_rows[key]), **serving_side(old_report.serving, old_rows[key].key)},
+              "later": {**_side(new_rows[key]), **serving_side(new_report.serving, new_rows[key].key)},
               "separation": separate(_named(old_rows[key], earlier.name), _named(new_rows[key], later.name))["text"]}
              for key in old_rows if key in new_rows]
     different = not_comparable(earlier.name, earlier.kinds, later.name, later.kinds)
     changed, said = ((None, Text("The answers are not compared: the two campaigns do different kinds of work."))
-                     if different else _answer(old_report, new_report))
+                     if different else serving_answers(old_report.serving, new_report.serving)
+                     or _answer(old_report, new_report))
     return Comparison(old_report, new_report, asked_again(new_manifest) == earlier.name, changes(old_manifest, new_manifest),
                       question_differences(old_manifest, new_manifest), pairs,
                       [old_rows[key].label for key in old_rows if key not in new_rows],

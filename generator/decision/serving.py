@@ -246,3 +246,25 @@ def serving_dict(serving: dict | None) -> dict:
 
 def _plain(value):
     return None if value is None else str(value)
+
+
+def serving_side(serving: dict | None, key: str) -> dict:
+    """Return one configuration's serving figures for compare: its capacity and cost per million accepted output tokens
+    (nothing for a campaign that does not serve)."""
+    row = next((row for row in (serving or {}).get("rows", ()) if row["key"] == key), None)
+    if row is None:
+        return {}
+    return {"serving": {"level": row["level"], "reason": row["reason"], "cost": row["per_million_accepted_output_tokens"],
+                        "currency": row["price"].get("currency"), "cost_reason": row["cost_reason"]}}
+
+
+def serving_answers(earlier: dict | None, later: dict | None) -> tuple[bool, object] | None:
+    """Say whether two serving campaigns' answers differ: the configuration that serves first; None unless both serve."""
+    if earlier is None or later is None:
+        return None
+    old, new = (ranked[0] if ranked else None for ranked in (earlier["ranked"], later["ranked"]))
+    if old is None and new is None:
+        return None, Text("Neither revision serves the question within the objective: there is no answer to compare.")
+    if old is not None and new is not None and old["key"] == new["key"] and old["level"] == new["level"]:
+        return False, Text("The answer is unchanged: {answer}", answer=later["answer"])
+    return True, Text("The answer changed: {old} → {new}", old=earlier["answer"], new=later["answer"])

@@ -1,4 +1,4 @@
-"""A serving campaign's evidence bundle carries the load generator's own files and the engine's log (#64)."""
+"""A serving campaign's evidence (#64): the bundle carries the load generator's files and the engine's log; compare reads it in requests."""
 
 from __future__ import annotations
 
@@ -31,3 +31,14 @@ def test_the_bundle_carries_aiperf_files_and_the_engine_log_and_verify_checks_th
     assert cli("bundle", "tiny-serve", "--runs", runs, "--output", damaged)[0] == 0
     code, out, err = cli("verify", damaged)
     assert code != 0 and "engine.log" in out + err and "sha256 differs" in out + err
+
+
+def test_compare_sets_two_serving_campaigns_side_by_side_by_capacity_and_cost(cli):
+    """Regression for #64: compare read a serving campaign in corpora; it now gives each configuration's capacity at the
+    objective and its cost per million accepted output tokens, and the answer by the serving ranking."""
+    code, out, err = cli("compare", "tiny-serve", "tiny-serve-w", "--runs", FIXTURE)
+    assert code == 0, err
+    plain = out[out.index("plain · CPU"):]
+    assert "capacity at the objective: level 2 → level 2" in plain
+    assert "cost per million accepted output tokens: undefined: not in the catalog: CPU → undefined" in plain
+    assert "The answer changed: cb · CPU" in out and "→ plain · CPU" in out
