@@ -6,6 +6,8 @@ import shutil
 import zipfile
 from pathlib import Path
 
+import iteralab
+
 FIXTURE = Path(__file__).parent / "fixtures" / "serve-runs"
 
 
@@ -42,3 +44,13 @@ def test_compare_sets_two_serving_campaigns_side_by_side_by_capacity_and_cost(cl
     assert "capacity at the objective: level 2 → level 2" in plain
     assert "cost per million accepted output tokens: undefined: not in the catalog: CPU → undefined" in plain
     assert "The answer changed: cb · CPU" in out and "→ plain · CPU" in out
+
+
+def test_the_python_api_decides_a_serving_campaign_in_both_languages():
+    """Regression for #64: the API's decision carries the serving figures, and its answer said in Indonesian."""
+    decided = iteralab.open_runs(FIXTURE).decide("tiny-serve", lang="id")
+    serving = decided["serving"]
+    assert [row["capacity_level"] for row in serving["ranked"]] == [2, 2]
+    assert serving["ranked"][0]["per_million_accepted_output_tokens"] is None
+    assert serving["ranked"][0]["cost_reason"] == "not in the catalog: CPU"
+    assert "melayani hingga tingkat 2 dalam sasaran" in decided["answer_said"]
