@@ -17,6 +17,7 @@ from iteralab.machine.facts import machine_facts
 from iteralab.machine.interference import busy_warnings
 from iteralab.money import compatibility
 from iteralab.run.campaign import load_campaign
+from iteralab.workloads import WORKLOADS
 
 
 def _free_disk(runs_dir: Path) -> tuple[int | None, str | None]:
@@ -48,8 +49,15 @@ def _campaign(campaign_file: Path | str, cuda, environ, which) -> dict:
     campaign = load_campaign(campaign_file)
     return {"file": str(campaign_file), "name": campaign.name, "devices": device_findings(campaign, cuda),
             "deterministic": campaign.protocol["deterministic"],
-            "determinism_problem": determinism_problem(campaign, environ), "compiler_problems": _compilers(campaign, environ,
-                                                                                                       which)}
+            "determinism_problem": determinism_problem(campaign, environ),
+            "compiler_problems": _compilers(campaign, environ, which) + _tools(campaign)}
+
+
+def _tools(campaign) -> list[str]:
+    """A kind of work that needs a tool of its own (a serving campaign's load generator, #64) says whether it is there."""
+    check = getattr(WORKLOADS[campaign.kind], "unusable", None)
+    said = check(campaign.protocol) if check else None
+    return [f"{campaign.source}: {said}"] if said else []
 
 
 def _compilers(campaign, environ, which) -> list[str]:

@@ -143,6 +143,9 @@ def expected(corpus, protocol: dict) -> int:
 
 def check_model(model_dir: Path, config: dict, protocol: dict) -> dict:
     """Refuse a folder that is no causal LM with its tokenizer (the engine serves it, the load generator counts with it)."""
+    missing = unusable(protocol)  # before any timing: a load generator missing would fail every trial
+    if missing:
+        raise UserError(missing)
     found = generate.check_model(model_dir, config, {"generation": {"prompt_template": "{text}"}})
     if protocol["serving"]["engine"] == "url":
         found["served_by"] = Text("an engine the runner did not start: the folder gives the tokenizer; the weights the "
@@ -193,9 +196,9 @@ def load_model(model_dir, variant, protocol: dict):
     return serving.start_engine(model_dir, variant, protocol)
 
 
-def unusable(settings: dict) -> str | None:
-    """Say why this machine cannot run the campaign's engine or load generator, before any timing; None when it can."""
-    return serving.unusable(settings)
+def unusable(protocol: dict) -> str | None:
+    """Say why this machine cannot run the campaign's load generator, before any timing; None when it can."""
+    return serving.unusable(protocol["serving"])
 
 
 def evaluate_outputs(*, prepared, variant, trial_id: str, outputs: list[dict]) -> tuple[dict, dict, dict | None]:
