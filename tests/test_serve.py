@@ -113,6 +113,10 @@ def test_check_finds_no_problem_and_decide_answers_per_million_accepted_tokens(s
     assert code == 0, err
     assert "serves up to level 2 within the objective" in out
     assert "cost per million accepted output tokens is undefined: not in the catalog: CPU" in out
+    # A failed trial (its engine killed, its rows all errors) and an ok one on the same pages, built without a word.
+    code, out, err = cli("build", "--runs", folder / "runs", "--out", folder / "site")
+    assert code == 0 and "Traceback" not in err, err
+    assert "requests.csv" in (folder / "site" / "campaigns" / "tiny-serve" / "index.html").read_text()
 
 
 def test_a_campaign_against_a_url_records_that_the_runner_did_not_start_the_engine(tmp_path):
