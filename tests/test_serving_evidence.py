@@ -54,3 +54,9 @@ def test_the_python_api_decides_a_serving_campaign_in_both_languages():
     assert serving["ranked"][0]["per_million_accepted_output_tokens"] is None
     assert serving["ranked"][0]["cost_reason"] == "not in the catalog: CPU"
     assert "melayani hingga tingkat 2 dalam sasaran" in decided["answer_said"]
+
+
+def test_the_decision_states_a_serving_workload_in_requests_not_corpora(cli):
+    """Regression for #64: the decision page's question said "1 corpus like the campaign's" for a serving campaign."""
+    code, out, _ = cli("decide", "tiny-serve", "--runs", FIXTURE, "--json")
+    assert code == 0 and '"workload": "requests at the campaign\'s declared load' in out and "corpus like" not in out

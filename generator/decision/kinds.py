@@ -17,15 +17,17 @@ WORK = {"classify": Text("label every text of a corpus with a fine-tuned classif
                       "objective")}
 # The useful unit of the decision each kind names (the design's last row): a validated corpus unless said here. An
 # adaptation delivers a validated adapted model (exported, hashed, accepted by the validation thresholds).
-UNITS = {"adapt": "model"}
-CORPUS, MODEL = "corpus", "model"
+UNITS = {"adapt": "model", "serve": "request"}
+CORPUS, MODEL, REQUEST = "corpus", "model", "request"
 
 
 def unit_of(kinds) -> str:
-    """Return the useful unit of a campaign whose manifests name KINDS: 'model' when every kind delivers models, else
-    'corpus' (no manifest yet, or kinds that disagree, keep the corpus: the figures are said as they always were)."""
+    """Return the useful unit of a campaign whose manifests name KINDS: 'model' when every kind delivers models, 'request'
+    when every kind serves (#64), else 'corpus' (no manifest yet, or kinds that disagree, keep the corpus: the figures
+    are said as they always were)."""
     kinds = tuple(kinds)
-    return MODEL if kinds and all(UNITS.get(kind) == MODEL for kind in kinds) else CORPUS
+    units = {UNITS.get(kind, CORPUS) for kind in kinds}
+    return units.pop() if len(units) == 1 and units <= {MODEL, REQUEST} else CORPUS
 
 
 def described(kind: str) -> Text | str:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from iteralab.core.language import Figure, Text
-from iteralab.decision.kinds import CORPUS, MODEL, unit_of
+from iteralab.decision.kinds import CORPUS, MODEL, REQUEST, unit_of
 from iteralab.store.views import CampaignView
 
 
@@ -51,6 +51,9 @@ class Question:
 
     def workload(self, corpus_entries: int | None) -> str:
         """Describe the production workload in words."""
+        if self.unit == REQUEST:  # a serving campaign's workload is its declared load, stated with its objective (#64)
+            return Text("requests at the campaign's declared load, within its latency objective (see the serving "
+                        "question)")
         if self.unit == MODEL:  # [decision] corpora counts the models wanted: each trained and validated apart
             if (self.corpora or 1) == 1:
                 return Text("1 validated model like the campaign's (trained, validated and exported)")
