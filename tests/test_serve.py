@@ -112,6 +112,7 @@ def test_check_finds_no_problem_and_decide_answers_per_million_accepted_tokens(s
     code, out, err = cli("decide", "tiny-serve", "--runs", folder / "runs")
     assert code == 0, err
     assert "serves up to level 2 within the objective" in out
+    assert "1 other trial(s) failed" in out  # the repetition whose engine was killed is said beside the level reached
     assert "cost per million accepted output tokens is undefined: not in the catalog: CPU" in out
     # A failed trial (its engine killed, its rows all errors) and an ok one on the same pages, built without a word.
     code, out, err = cli("build", "--runs", folder / "runs", "--out", folder / "site")

@@ -38,7 +38,9 @@ def measured(summary) -> dict | None:
     found = [_trial_levels(trial) for trial in trials]
     capacities = [level for level, _ in found]
     quality = all(trial.get("corpus_accepted") for trial in trials)
-    result = {"trials": len(trials), "capacities": capacities, "quality_passed": quality, "level": None, "reason": None,
+    failed = sum(trial.get("status") not in ("ok", "interrupted") for trial in summary.counted)
+    result = {"trials": len(trials), "failed_trials": failed, "capacities": capacities, "quality_passed": quality,
+              "level": None, "reason": None,
               "accepted_output_tokens": None, "accepted_requests": None, "duration_s": None, "offline": _offline(trials)}
     if any(level is None for level in capacities):
         result["reason"] = Text("{missed} of {count} repetition(s) met the objective at no declared level",
@@ -212,6 +214,8 @@ def _row_text(row: dict) -> object:
     said = Text("capacity level {level} ({trials} repetition(s)); {tokens} accepted output tokens in {seconds} s there; "
                 "{cost}", level=Figure(row["level"]), trials=row["trials"], tokens=Figure(row["accepted_output_tokens"] or 0),
                 seconds=Figure(row["duration_s"] or 0, 2), cost=cost)
+    if row["failed_trials"]:  # an engine that failed a trial is said beside the level the others reached
+        said = Text("{said}; {failed} other trial(s) failed", said=said, failed=row["failed_trials"])
     if row["offline"] is None:
         return said
     return Text("{said}; its outputs equal the offline generation {campaign}'s on {agreeing} of {compared} requests",
@@ -227,7 +231,8 @@ def serving_dict(serving: dict | None) -> dict:
     def row_dict(row: dict) -> dict:
         price = row["price"]
         return {"configuration": row["key"], "label": row["label"], "capacity_level": row["level"],
-                "capacities": row["capacities"], "trials": row["trials"], "quality_passed": row["quality_passed"],
+                "capacities": row["capacities"], "trials": row["trials"], "failed_trials": row["failed_trials"],
+                "quality_passed": row["quality_passed"],
                 "accepted_output_tokens": row["accepted_output_tokens"], "accepted_requests": row["accepted_requests"],
                 "duration_s": row["duration_s"], "offline": row["offline"],
                 "per_million_accepted_output_tokens": _plain(row["per_million_accepted_output_tokens"]),
