@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from iteralab.demos.serve import prepare_serving
+from iteralab.run.campaign import load_campaign
 from tests.tiny import build_causal_lm, corpus_rows, write_corpus, write_serving_campaign
 
 
@@ -47,3 +49,16 @@ def test_init_writes_a_serving_campaign_that_runs_once_its_values_are_given(serv
     code, said, err = cli("run", out, "--runs", tmp_path / "runs", "--dry-run")
     assert code == 0, err
     assert "continuous-batching (repetition 1)" in said
+
+
+def test_the_demo_serving_campaign_is_a_valid_campaign_of_two_engines_and_two_levels(tmp_path):
+    """The demo's serving campaign (#64): two variants (one request at a time, continuous batching with its KV cache
+    bounded) at concurrency 1 and 4, the objective and load declared, beside the generation campaign's model."""
+    generation = tmp_path / "generate" / "campaign.toml"
+    generation.parent.mkdir()
+    campaign = load_campaign(prepare_serving(generation_file=generation))
+    serving = campaign.protocol["serving"]
+    assert campaign.kind == "serve" and campaign.model_path == tmp_path / "generate" / "lm"
+    assert serving["levels"] == [1, 4] and serving["objective"]["load"] == 4 and serving["max_tokens"] == 4
+    assert [variant.engine_args for variant in campaign.variants] == [
+        "", "--continuous-batching --cb-num-blocks 64 --cb-block-size 32 --cb-max-batch-tokens 512"]
