@@ -90,7 +90,8 @@ def test_a_serving_trial_records_every_request_with_its_id_and_no_engine_outlive
     assert trial["serving"]["engine"]["started_by_runner"] and trial["serving"]["engine"]["ready_s"] > 0
     assert trial["phases"]["model_load"]["duration_ns"] > 0 and trial["phases"]["engine_stop"]["completed"]
     assert gone(str(model))  # neither the engine (it serves the folder) nor a load generator (its tokenizer) is left
-    assert not any((cache_root() / "load-generator").glob("*/*"))  # AIPerf's files lie beside the requests, or nowhere
+    left = sorted(str(path) for path in (cache_root() / "load-generator").glob("*/*"))
+    assert left == []  # AIPerf's files lie beside the requests, or nowhere
 
 
 def test_an_engine_killed_during_a_level_fails_its_trial_with_a_row_per_request_and_the_next_trial_restarts(served):

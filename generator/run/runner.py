@@ -373,7 +373,8 @@ def _measure(prepared: Prepared, runs_dir: Path, variant, trial_id: str, clock: 
     got.work.completed = 0
     progress.attach(got.work)
     got.watch = Watch(variant.device, protocol)
-    with got.watch.window(), clock.phase("measured_window"), kept_if_failed(prepared, runs_dir, trial_id, got):
+    # The rows are kept outside the phase: the window's phase ends where it did before they were kept (#64).
+    with got.watch.window(), kept_if_failed(prepared, runs_dir, trial_id, got), clock.phase("measured_window"):
         got.window = got.work.measured(runs_dir / prepared.corpus_copy)
     # Phases of this kind outside the window: prefill and decode, or an adaptation's validation and export.
     got.outputs = got.work.after_window(clock, got.window, TrialPlace(runs_dir, campaign.name, trial_id))

@@ -219,9 +219,8 @@ def _run(command: list[str], artifacts: Path, timeout_s: float) -> tuple[int, fl
             _kill_group(process)
             raise LoadGeneratorFailed(f"AIPerf ran past {timeout_s:g} s and was stopped.\n{_log_tail(artifacts)}\n"
                                       f"command: {subprocess.list2cmdline(command)}") from None
-        finally:
-            if process.poll() is None:  # interrupted: no AIPerf service may outlive the level
-                _kill_group(process)
+        finally:  # interrupted, or ended with a service of its still writing: none may outlive the level
+            _kill_group(process)
     wall_s = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -229,8 +228,8 @@ def _run(command: list[str], artifacts: Path, timeout_s: float) -> tuple[int, fl
 
 
 def _kill_group(process: subprocess.Popen) -> None:
-    """Kill PROCESS's whole process group and reap it."""
-    with contextlib.suppress(ProcessLookupError):  # it ended by itself in the meantime
+    """Kill what is left of PROCESS's whole process group and reap it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group ended by itself in the meantime
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
 
