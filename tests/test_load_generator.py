@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -137,9 +139,18 @@ def test_a_level_gives_one_row_per_request_in_order_with_the_warmup_apart(engine
     assert run.artifacts.is_dir() and run.command[1] == "profile"
 
 
-def test_an_output_with_no_text_is_an_empty_output_not_a_failure(engines, tmp_path):
-    # open loop (Poisson arrivals at 20 requests/s), the other kind of level
-    run = level(engines, tmp_path, engines["ending"], requests=4, warmup_requests=1, level=Level("poisson", 20))
+def test_an_output_with_no_text_is_an_empty_output_not_a_failure(engines, tmp_path, monkeypatch):
+    """Also: a level leaves nothing in the temporary folder (AIPerf left an aiperf_mmap_* folder there each level)."""
+    temporary = Path(tempfile.mkdtemp(prefix="lg-", dir="/tmp"))  # short: AIPerf's sockets go in it
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))  # Python read TMPDIR once
+    try:
+        # open loop (Poisson arrivals at 20 requests/s), the other kind of level
+        run = level(engines, tmp_path, engines["ending"], requests=4, warmup_requests=1, level=Level("poisson", 20))
+        left = sorted(str(path.relative_to(temporary)) for path in temporary.rglob("*"))
+        assert left == [], left
+    finally:
+        shutil.rmtree(temporary)
     assert "--arrival-pattern" in run.command and run.command[run.command.index("--arrival-pattern") + 1] == "poisson"
     assert {row["level"] for row in run.rows} == {20} and {row["arrival"] for row in run.rows} == {"poisson"}
     assert [row["id"] for row in run.rows] == ["doc-0", "doc-1", "doc-2", "doc-3"]
@@ -147,6 +158,19 @@ def test_an_output_with_no_text_is_an_empty_output_not_a_failure(engines, tmp_pa
         assert (row["status"], row["error"], row["empty_output"], row["output_text"]) == ("ok", None, True, "")
         assert row["finish_reason"] == "stop" and row["output_tokens"] == 1 and row["http_status"] == 200
         assert row["ttft_ms"] is None and row["latency_ms"] > 0
+
+
+def test_aiperf_that_records_nothing_is_its_failure_not_the_engines(engines, tmp_path, monkeypatch):
+    """A temporary folder whose path is too long for AIPerf's sockets: AIPerf fails to start yet exits 0. The level
+    was every request "no record"; it is AIPerf's failure, with its log. Such a folder is not given to AIPerf."""
+    long = tmp_path / ("x" * 60)
+    long.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long))
+    assert load_generator._short_temporary_folder() == "/tmp"
+    monkeypatch.setattr(load_generator, "_short_temporary_folder", lambda: str(long))
+    with pytest.raises(LoadGeneratorFailed, match=r"(?s)recording no request.*longer than 107 characters"):
+        level(engines, tmp_path, engines["speaking"], requests=2, warmup_requests=0)
+    assert list(long.iterdir()) == []
 
 
 def test_a_server_killed_mid_level_gives_error_rows_and_no_gap(engines, tmp_path):
@@ -190,7 +214,7 @@ def test_a_failing_aiperf_raises_with_its_log_and_command(tmp_path):
     stand_in.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --output-artifact-dir ] && dir=$2; shift; done\n'
                         'mkdir -p "$dir/logs" && echo "ERROR the stand-in refuses" > "$dir/logs/aiperf.log"\nexit 3\n')
     stand_in.chmod(0o755)
-    with pytest.raises(LoadGeneratorFailed, match=r"(?s)exited with status 3; 2 of 2 requests failed: 2 × no record "
+    with pytest.raises(LoadGeneratorFailed, match=r"(?s)exited with status 3, recording no request; 2 of 2 requests failed: 2 × no record "
                                                   r"from the load generator.*the stand-in refuses.*command: .*profile"
                        ) as caught:
         run_level(aiperf=stand_in, url="http://127.0.0.1:9", model_name="m", tokenizer_dir=tmp_path, prompts=PROMPTS,

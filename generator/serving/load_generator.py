@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -150,8 +151,9 @@ def run_level(*, aiperf: Path, url: str, model_name: str, tokenizer_dir: Path, p
                    client_cpu_s=client_cpu.in_flight(samples, rows.values()), duration_s=_duration_s(rows.values()),
                    artifacts=artifacts, command=command, client_cpu_total_s=cpu_s)
     _check_ids(run, prompts, requests, records, plan, command)
-    if returncode != 0 and not _ran_through(run, records, plan):
-        raise LoadGeneratorFailed(f"AIPerf exited with status {returncode}; {_failures(run)}.\n{_log_tail(artifacts)}"
+    if (returncode != 0 or not records) and not _ran_through(run, records, plan):
+        said = "" if records else ", recording no request"
+        raise LoadGeneratorFailed(f"AIPerf exited with status {returncode}{said}; {_failures(run)}.\n{_log_tail(artifacts)}"
                                   f"\ncommand: {subprocess.list2cmdline(command)}", run)
     return run
 
@@ -193,10 +195,13 @@ def _command(*, aiperf: Path, url: str, model_name: str, tokenizer_dir: Path, le
     return command
 
 
-def _env() -> dict[str, str]:
-    """Return AIPerf's environment: ours without HF_HUB_OFFLINE, with which AIPerf 0.13 fails to start."""
+def _env(scratch: Path | None = None) -> dict[str, str]:
+    """Return AIPerf's environment: ours without HF_HUB_OFFLINE, with which AIPerf 0.13 fails to start, and SCRATCH as
+    its temporary folder: it left two folders in the system's at every level (its sockets' and its dataset's)."""
     env = dict(os.environ)
     env.pop("HF_HUB_OFFLINE", None)
+    if scratch is not None:
+        env["TMPDIR"] = str(scratch)
     return env
 
 
@@ -208,9 +213,10 @@ def _run(command: list[str], artifacts: Path, timeout_s: float) -> tuple[int, fl
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     artifacts.mkdir(parents=True, exist_ok=True)
-    with open(artifacts.parent / "aiperf-console.log", "wb") as console:
+    with (open(artifacts.parent / "aiperf-console.log", "wb") as console,
+          tempfile.TemporaryDirectory(prefix="iteralab-aiperf-", dir=_short_temporary_folder()) as scratch):
         process = subprocess.Popen(command, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env=_env(), start_new_session=True)
+                                   env=_env(Path(scratch)), start_new_session=True)
         interference.OWN_SESSIONS.add(process.pid)  # its CPU is the trial's, not a disturbance of it
         try:
             with client_cpu.TreeSampler(process.pid) as sampler:
@@ -225,6 +231,13 @@ def _run(command: list[str], artifacts: Path, timeout_s: float) -> tuple[int, fl
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return returncode, wall_s, cpu_s, sampler.samples
+
+
+def _short_temporary_folder() -> str:
+    """Return the temporary folder, or /tmp where its path is too long for AIPerf's sockets inside it (a socket's
+    path holds at most 107 bytes, and AIPerf adds about 75 to it; it then fails to start yet exits 0)."""
+    folder = tempfile.gettempdir()
+    return folder if len(os.fsencode(folder)) <= 32 or not os.path.isdir("/tmp") else "/tmp"
 
 
 def _kill_group(process: subprocess.Popen) -> None:
