@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 import shutil
 import subprocess
@@ -56,6 +57,24 @@ def pytest_unconfigure(config):
     while _CREATED_CACHE:
         shutil.rmtree(_CREATED_CACHE.pop(), ignore_errors=True)
         os.environ.pop("ITERALAB_CACHE_DIR", None)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Under mutmut, run a mutant's test files cheapest first, each file's tests in their own order.
+
+    mutmut stops a mutant's run at the first failing test (-x) but hands pytest the tests in no set order: a mutant that
+    a 5 ms test kills often waited for the fuzz and hostile-record tests first (56 s of the selection's 156 s). Files
+    stay whole, so a module's fixtures are still made once. The durations are those mutmut measured in its stats run.
+    """
+    if "__mutmut_" not in os.environ.get("MUTANT_UNDER_TEST", ""):
+        return
+    stats = Path("mutmut-stats.json")  # mutmut runs the tests from its mutants/ folder
+    durations = json.loads(stats.read_text(encoding="utf-8")).get("duration_by_test", {}) if stats.is_file() else {}
+    cost: dict[str, float] = {}
+    for item in items:
+        cost[str(item.path)] = cost.get(str(item.path), 0.0) + durations.get(item.nodeid, 0.0)
+    items.sort(key=lambda item: cost[str(item.path)])
 
 
 @pytest.hookimpl(hookwrapper=True)
