@@ -2,6 +2,7 @@
 full-disk test of test_records.py writes from a subprocess, which imports the package, not the mutated copy."""
 
 import errno
+import json
 import os
 
 import pytest
@@ -29,7 +30,7 @@ def test_a_write_that_fails_cuts_the_file_back_to_its_earlier_records(tmp_path, 
     path = records.append(tmp_path, first)
     before = path.read_bytes()
     _failing_fsync(monkeypatch)
-    with pytest.raises(UserError, match="the disk is full"):
+    with pytest.raises(UserError, match=r"^could not write a rental record to .*the disk is full"):
         assert records.append(tmp_path, {**rental(total="94.28", lots=2), "run_id": first["run_id"]}) == path
     monkeypatch.undo()
     assert path.read_bytes() == before
@@ -43,3 +44,74 @@ def test_a_first_write_that_fails_leaves_no_empty_file(tmp_path, monkeypatch):
         records.append(tmp_path, rental())
     monkeypatch.undo()
     assert [path for path in tmp_path.rglob("*") if path.is_file()] == []
+
+
+@pytest.mark.parametrize(("host", "named"), [("GPU_box.lab-2.example", "GPUboxlab-2example"),
+                                             ("a" * 30, "a" * 24), ("___", "host"), ("", "host")])
+def test_a_run_id_names_the_host_by_its_letters_digits_and_dashes(monkeypatch, host, named):
+    """Regression for #62: the run id keeps the host name's letters, digits and dashes (a folder-safe name, at most 24
+    of them), or says "host"; no selected test read it."""
+    monkeypatch.setattr(records.socket, "gethostname", lambda: host)
+    run_id = records.new_run_id()
+    assert run_id.startswith(f"run-{named}-") and len(run_id) == len(f"run-{named}-20261207T000000Z-") + 12
+
+
+def test_a_failed_write_to_an_empty_records_file_that_was_there_keeps_it(tmp_path, monkeypatch):
+    """Regression for #62: only a records file this write made is removed when the write fails; one that was there,
+    empty, stays (it may be another writer's, just made)."""
+    path = records.append(tmp_path, rental())
+    path.write_bytes(b"")
+    _failing_fsync(monkeypatch)
+    with pytest.raises(UserError, match="the disk is full"):
+        records.append(tmp_path, {**rental(total="94.28", lots=2), "run_id": path.stem})
+    monkeypatch.undo()
+    assert path.is_file() and path.read_bytes() == b""
+
+
+def test_a_record_that_the_kernel_takes_in_parts_is_written_whole(tmp_path, monkeypatch):
+    """Regression for #62: a write may take fewer bytes than asked (a pipe, a signal, a nearly full quota); the rest is
+    written after it, never dropped."""
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, bytes(data[:7])))
+    record = rental()
+    path = records.append(tmp_path, record)
+    monkeypatch.undo()
+    assert [loaded["run_id"] for loaded in reading.load(tmp_path).records] == [record["run_id"]]
+    assert path.read_bytes().endswith(b"\n") and reading.load(tmp_path).problems == []
+
+
+def test_a_failed_write_keeps_what_a_writer_appended_while_it_waited_for_the_lock(tmp_path, monkeypatch):
+    """Regression for #62: the file did not exist when this write began, another writer made it and appended first
+    (this one waiting for the lock), then this write failed: the other writer's record stays."""
+    other = rental()
+    path = records.records_file(tmp_path, other["campaign"], other["run_id"])
+    real_flock = records.fcntl.flock
+
+    def other_writer_first(fd, operation):
+        if not path.stat().st_size:
+            with open(path, "ab") as handle:
+                handle.write(json.dumps(other, sort_keys=True).encode() + b"\n")
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(records.fcntl, "flock", other_writer_first)
+    _failing_fsync(monkeypatch)
+    with pytest.raises(UserError, match="the disk is full"):
+        records.append(tmp_path, {**rental(total="94.28", lots=2), "run_id": other["run_id"]})
+    monkeypatch.undo()
+    assert [loaded["total"] for loaded in reading.load(tmp_path).records] == [other["total"]]
+
+
+@pytest.mark.parametrize(("stamp", "shown"), [("2026-12-07T05:00:00.123456Z", "2026-12-07 05:00:00 UTC"),
+                                              ("2026-12-07T12:00:00+07:00", "2026-12-07T12:00:00+07:00"),
+                                              (None, None), (17, 17)])
+def test_a_time_is_shown_to_the_second_only_when_it_is_utc(stamp, shown):
+    """Regression for #62: a record's UTC time is shown to the second; any other value as it is."""
+    assert records.shown_time(stamp) == shown
+
+
+def test_a_name_that_cannot_be_a_folder_is_refused_with_the_rule():
+    """Regression for #62: the refusal says the whole rule, its end included."""
+    with pytest.raises(UserError) as refused:
+        records.check_name("../up", "campaign")
+    assert str(refused.value) == ("campaign '../up' is not a valid name: use letters, digits, '.', '_' or '-' "
+                                  "(at most 128, starting with a letter or digit)")
