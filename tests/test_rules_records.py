@@ -115,3 +115,19 @@ def test_a_name_that_cannot_be_a_folder_is_refused_with_the_rule():
         records.check_name("../up", "campaign")
     assert str(refused.value) == ("campaign '../up' is not a valid name: use letters, digits, '.', '_' or '-' "
                                   "(at most 128, starting with a letter or digit)")
+
+
+@pytest.mark.parametrize(("path", "safe"), [("a" * 255, True), ("a" * 256, False), ("d/" + "é" * 127 + "a", True),
+                                            ("d/" + "é" * 128, False)])
+def test_a_path_part_may_hold_255_bytes_the_longest_file_name(path, safe):
+    """Regression for #62: a part of 255 bytes (UTF-8) is a file name; one of 256 is refused, not "File name too long"."""
+    assert records.safe_relative_path(path) is safe
+
+
+@pytest.mark.parametrize("length", [60, 61])
+def test_a_refused_path_is_quoted_to_its_first_60_characters(length):
+    """Regression for #62: a refused path is quoted whole up to 60 characters, its first 60 and "..." beyond."""
+    path = ("../" + "r" * 80)[:length]
+    problems = records.validate({**rental(), "receipt": {"path": path, "sha256": "0" * 64, "size_bytes": 1}})
+    assert problems == [f"receipt.path: {path[:60]!r}{'...' if length > 60 else ''} must be a path relative to the runs "
+                        "folder, without '..'"]
