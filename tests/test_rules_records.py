@@ -131,3 +131,13 @@ def test_a_refused_path_is_quoted_to_its_first_60_characters(length):
     problems = records.validate({**rental(), "receipt": {"path": path, "sha256": "0" * 64, "size_bytes": 1}})
     assert problems == [f"receipt.path: {path[:60]!r}{'...' if length > 60 else ''} must be a path relative to the runs "
                         "folder, without '..'"]
+
+
+def test_a_valid_record_never_reaches_the_pure_python_validator(monkeypatch):
+    """Regression for #62: a valid record is checked by the compiled validator alone; the pure-Python one, which names
+    the field of a problem, is for invalid records (the reading's speed: tests/benchmarks/README.md, "jsonschema-rs")."""
+    def slow(*_):
+        raise AssertionError("the pure-Python validator ran for a valid record")
+    records._fast_validators()  # built once from the schemas the pure-Python validators hold
+    monkeypatch.setattr(records, "_validators", slow)
+    assert records.validate(rental()) == []
