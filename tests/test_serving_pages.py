@@ -27,7 +27,7 @@ HOSTILE_MODEL = "<script>alert('model')</script>"
 
 def _records(runs) -> list[dict]:
     return [json.loads(line) for path in sorted((runs / CAMPAIGN / "records").glob("*.jsonl"))
-            for line in path.read_text(encoding="utf-8").splitlines()]
+            for line in path.read_text(encoding="utf-8").split("\n") if line]
 
 
 def _trial(runs) -> dict:
@@ -36,7 +36,7 @@ def _trial(runs) -> dict:
 
 def _requests(runs) -> list[dict]:
     path = runs / _trial(runs)["predictions"]["path"]
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line]
 
 
 def _build(folder, change=None):
@@ -54,7 +54,7 @@ def _hostile(runs) -> None:
     scripts; the engine not started by the runner (url mode); level 2's p99 TTFT missing with its reason."""
     records_file = next((runs / CAMPAIGN / "records").glob("*.jsonl"))
     lines = []
-    for record in (json.loads(line) for line in records_file.read_text(encoding="utf-8").splitlines()):
+    for record in (json.loads(line) for line in records_file.read_text(encoding="utf-8").split("\n") if line):
         if record["kind"] == "trial":
             engine = record["serving"]["engine"]
             engine.update(model_name=HOSTILE_MODEL, started_by_runner=False, command=["serve", HOSTILE_MODEL])
@@ -64,7 +64,7 @@ def _hostile(runs) -> None:
         lines.append(json.dumps(record))
     records_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
     predictions = next((runs / CAMPAIGN / "predictions").glob("*.jsonl"))
-    rows = [json.loads(line) for line in predictions.read_text(encoding="utf-8").splitlines()]
+    rows = [json.loads(line) for line in predictions.read_text(encoding="utf-8").split("\n") if line]
     rows[0]["output_text"], rows[1]["output_text"] = HOSTILE_TEXT, "=HYPERLINK(\"http://example.invalid\")"
     predictions.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
 
@@ -244,3 +244,15 @@ def test_a_request_file_outside_the_runs_folder_is_never_read(tmp_path):
     assert served.request_rows(trial, runs) is None
     (runs / "inside.jsonl").write_text('{"id": "x"}\nnot json\n', encoding="utf-8")
     assert served.request_rows({**trial, "predictions": {"path": "inside.jsonl"}}, runs) == [{"id": "x"}]
+
+
+def test_engine_arguments_that_one_variant_leaves_empty_are_said_none(tmp_path):
+    """The variant that passes the engine no arguments is "none" in what was compared, not an empty value before a
+    comma (tests/fixtures/serve-runs/tiny-serve: one engine as it starts, one with continuous batching)."""
+    runs = tmp_path / "runs"
+    shutil.copytree(FIXTURE.parent / "tiny-serve", runs / "tiny-serve")
+    built = build_site(runs=runs, out=tmp_path / "site", languages=("en",), processes=1)
+    assert built["failed"] == {}
+    caption = page(tmp_path / "site", "campaigns", "tiny-serve", "index.html").find("caption", id="compared-caption")
+    cells = {text(row.th): text(row.td) for row in caption.find_parent("table").select("tr")}
+    assert cells["engine_args"].startswith("none, --continuous-batching --cb-num-blocks 16"), cells
