@@ -1,11 +1,19 @@
 """Rules of decision/plan.py that the mutation run (#62) found no selected test holding."""
 
 from decimal import Decimal
+from types import SimpleNamespace
 
-from iteralab.decision.plan import Plan
-from iteralab.money.catalog import Gpu
+import pytest
+
+from iteralab.decision.plan import Plan, plan_row
+from iteralab.decision.question import Question
+from iteralab.decision.report import Row
+from iteralab.money.catalog import Gpu, parse_catalog
+from iteralab.store.configuration import Configuration
+from tests.factory import CATALOG_HEADER
 
 CARD = Gpu("rtx-4090", "RTX 4090", 1, Decimal("24"))
+CATALOG = parse_catalog(CATALOG_HEADER + "v9,rtx-4090,RTX 4090,1,24,3,47.14,USD\n", "plan.csv")
 
 
 def test_a_plan_for_fewer_cards_than_the_machine_had_says_the_plan_first():
@@ -17,3 +25,36 @@ def test_a_plan_for_fewer_cards_than_the_machine_had_says_the_plan_first():
                                      "package spare after the work")
     assert str(plan.describe()) == (f"{alone.describe()}; planned for the 2 card(s) the trials used, not the measured "
                                     "machine's 4: a card that was not used is never counted as adding throughput")
+
+
+def _row(configuration, together=None):
+    return Row(SimpleNamespace(configuration=configuration, label="b1", key="b1"), {"ok": 5}, (1800.0, 3600.0, 7200.0),
+               (36.0, 72.0), together=together)
+
+
+def _two_cards(across=False) -> Configuration:
+    return Configuration("b1", (), "gpu", "NVIDIA GeForce RTX 4090", 2, "Test CPU", 2, "2.13.0", None, None,
+                         across=across)
+
+
+CORPORA = Question(True, 4, None, None, None, None, None, None, None, None)
+STREAM = Question(True, None, 1000, None, None, None, None, None, None, None)  # 1,000 entries, corpora of 100
+PER_CARD = ("no plan: one trial per card ran on 2 cards of one machine at the same time, and a lot of RTX 4090 in "
+            "catalog v9 has 1 card(s): lots rented apart were never measured together")
+
+
+@pytest.mark.parametrize(("configuration", "together", "question", "per_lot", "reason"), [
+    (_two_cards(), {"cards": 2}, CORPORA, 2, PER_CARD),
+    (_two_cards(), {"cards": 2}, STREAM, 10, PER_CARD),
+    (_two_cards(across=True), None, CORPORA, 4,
+     "no plan: the model was placed across 2 cards of one machine, and a lot of RTX 4090 in catalog v9 has 1 card(s)")])
+def test_cards_measured_together_that_a_lot_cannot_hold_are_projected_on_one_machine(configuration, together, question,
+                                                                                    per_lot, reason):
+    """Regression for #62: two cards measured together (one trial per card at once, or one model across them), and a
+    lot of one card: no plan, one machine, its 4 corpora in ceil(4 / 2) windows at once per card, or 4 one after another
+    for a model across both, a stream of 1,000 entries in 10 windows of its corpus of 100; each plus the one-time
+    seconds once."""
+    row = plan_row(_row(configuration, together), question, 100, CATALOG)
+    assert (row.plan, str(row.plan_reason), row.lots) == (None, reason, 1)
+    assert row.hours == pytest.approx(((1800 * per_lot + 36) / 3600, (3600 * per_lot + 54) / 3600,
+                                       (7200 * per_lot + 72) / 3600))
