@@ -42,12 +42,14 @@ STREAM = Question(True, None, 1000, None, None, None, None, None, None, None)  #
 PER_CARD = ("no plan: one trial per card ran on 2 cards of one machine at the same time, and a lot of RTX 4090 in "
             "catalog v9 has 1 card(s): lots rented apart were never measured together")
 
+ACROSS = "no plan: the model was placed across 2 cards of one machine, and a lot of RTX 4090 in catalog v9 has 1 card(s)"
+
 
 @pytest.mark.parametrize(("configuration", "together", "question", "per_lot", "reason"), [
     (_two_cards(), {"cards": 2}, CORPORA, 2, PER_CARD),
     (_two_cards(), {"cards": 2}, STREAM, 10, PER_CARD),
-    (_two_cards(across=True), None, CORPORA, 4,
-     "no plan: the model was placed across 2 cards of one machine, and a lot of RTX 4090 in catalog v9 has 1 card(s)")])
+    (_two_cards(across=True), None, CORPORA, 4, ACROSS),
+    (_two_cards(across=True), None, STREAM, 10, ACROSS)])
 def test_cards_measured_together_that_a_lot_cannot_hold_are_projected_on_one_machine(configuration, together, question,
                                                                                     per_lot, reason):
     """Regression for #62: two cards measured together (one trial per card at once, or one model across them), and a
