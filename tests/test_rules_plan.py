@@ -8,7 +8,7 @@ import pytest
 from iteralab.decision.plan import Plan, plan_row
 from iteralab.decision.question import Question
 from iteralab.decision.report import Row
-from iteralab.money.catalog import Gpu, parse_catalog
+from iteralab.money.catalog import Catalog, Gpu, parse_catalog
 from iteralab.store.configuration import Configuration
 from tests.factory import CATALOG_HEADER
 
@@ -60,3 +60,14 @@ def test_cards_measured_together_that_a_lot_cannot_hold_are_projected_on_one_mac
     assert (row.plan, str(row.plan_reason), row.lots) == (None, reason, 1)
     assert row.hours == pytest.approx(((1800 * per_lot + 36) / 3600, (3600 * per_lot + 54) / 3600,
                                        (7200 * per_lot + 72) / 3600))
+
+
+def test_a_card_with_no_package_in_a_catalog_built_by_hand_has_no_plan_and_says_why():
+    """Regression for #62: a Catalog made in code (the Python API) may list a card without any package: its row keeps
+    the projection and lots, with the reason, never a plan."""
+    bare = Catalog("by-hand", "code", {"rtx-4090": CARD}, {})
+    row = plan_row(_row(Configuration("b1", (), "gpu", "NVIDIA GeForce RTX 4090", 1, "Test CPU", 2, "2.13.0", None,
+                                      None)), CORPORA, 100, bare)
+    assert (row.plan, str(row.plan_reason), row.lots) == (None, "catalog by-hand lists no package for RTX 4090", 1)
+    assert row.hours == pytest.approx(((1800 * 4 + 36) / 3600, (3600 * 4 + 54) / 3600, (7200 * 4 + 72) / 3600))
+    assert row.capacity_bytes == 24 * 10**9
