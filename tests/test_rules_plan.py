@@ -71,3 +71,13 @@ def test_a_card_with_no_package_in_a_catalog_built_by_hand_has_no_plan_and_says_
     assert (row.plan, str(row.plan_reason), row.lots) == (None, "catalog by-hand lists no package for RTX 4090", 1)
     assert row.hours == pytest.approx(((1800 * 4 + 36) / 3600, (3600 * 4 + 54) / 3600, (7200 * 4 + 72) / 3600))
     assert row.capacity_bytes == 24 * 10**9
+
+
+def test_a_set_using_every_card_of_the_machine_is_planned_without_the_fewer_cards_sentence():
+    """Regression for #62: one trial per card on both cards of a 2-card machine ("2 of 2×"), a lot of 2 cards: the
+    plan is for the machine's cards, and never says it was planned for fewer cards than the machine had."""
+    lot_of_two = parse_catalog(CATALOG_HEADER + "v9,b200,B200,2,,7,2071.00,USD\n", "plan.csv")
+    both = Configuration("b1", (), "gpu", "NVIDIA B200", 2, "Test CPU", 2, "2.13.0", None, None, cards_used=2)
+    row = plan_row(_row(both, {"cards": 2}), CORPORA, 100, lot_of_two)
+    assert (row.plan.lots, row.plan.cards_used, row.plan.machine_cards) == (1, None, None)
+    assert "planned for" not in str(row.plan.describe())
