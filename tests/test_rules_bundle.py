@@ -92,3 +92,11 @@ def test_a_bag_lists_the_digests_it_was_given_without_hashing_again():
     files = bundle.bag_files("camp", {"a.txt": b"a", "b.txt": b"b"}, "2026-12-07", {"a.txt": "f" * 64})
     assert files["manifest-sha256.txt"].decode() == (f"{'f' * 64}  data/a.txt\n"
                                                     f"{hashlib.sha256(b'b').hexdigest()}  data/b.txt\n")
+
+
+def test_a_bag_names_each_kind_of_work_on_a_line_of_its_own():
+    """Regression for #62: where the manifests disagree on the kind of work, bag-info has one Kind-Of-Work line each."""
+    info = bundle.bag_files("camp", {"a.txt": b"a"}, "2026-12-07", kinds=("classify", "generate"))["bag-info.txt"]
+    assert info.decode().split("\n") == ["Bag-Software-Agent: iteralab", "Bagging-Date: 2026-12-07",
+                                         "Kind-Of-Work: classify", "Kind-Of-Work: generate", "External-Identifier: camp",
+                                         "Payload-Oxum: 1.1", ""]
