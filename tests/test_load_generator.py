@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ import pytest
 
 from iteralab.core.errors import UserError
 from iteralab.serving import load_generator
+from iteralab.serving.aiperf_stream import read_records
 from iteralab.serving.load_generator import Level, LoadGeneratorFailed, find_aiperf, run_level
 from tests.tiny import WORDS, build_causal_lm
 
@@ -236,3 +238,14 @@ def test_an_error_inside_a_stream_fails_the_request_that_aiperf_counts_as_done()
     row = load_generator._row(("doc-0", "good", "profiling"), (record, raw), Level("concurrency", 1))
     assert (row["status"], row["http_status"], row["output_text"], row["ttft_ms"]) == ("error", 200, "good", 2.0)
     assert "crashed" in row["error"] and row["first_token_ns"] == 7_000_000
+
+
+def test_aiperf_records_split_at_newlines_only(tmp_path):
+    # AIPerf writes text as it came (U+2028 and U+0085 unescaped): str.splitlines() would cut such a record in two and
+    # lose it as torn, leaving its request "no record from the load generator"
+    path = tmp_path / "profile_export.jsonl"
+    texts = ["one\u2028two", "three\x85four", "five\x0csix"]
+    path.write_bytes(b"".join(json.dumps({"text": text}, ensure_ascii=False).encode() + b"\n" for text in texts)
+                     + b'{"text": "torn')
+    assert [line["text"] for line in read_records(path)] == texts
+    assert read_records(tmp_path / "absent.jsonl") == []

@@ -20,6 +20,7 @@ from pathlib import Path
 from iteralab.core.errors import UserError
 from iteralab.machine import interference
 from iteralab.serving import client_cpu
+from iteralab.serving.aiperf_stream import metric, read_records, read_stream
 
 AIPERF_VERSION = "0.13.0"
 ARRIVALS = ("concurrency", "poisson")
@@ -262,11 +263,11 @@ def _records(artifacts: Path) -> dict[str, tuple[dict, dict | None]]:
     # merged at the end of a run that exported; a run that failed left only each record processor's own file
     merged = artifacts / "profile_export_raw.jsonl"
     for path in [merged] if merged.is_file() else sorted(artifacts.glob("raw_records/*.jsonl")):
-        for line in _lines(path):
+        for line in read_records(path):
             raw.setdefault(line["metadata"].get("x_request_id"), line)
     records: dict[str, tuple[dict, dict | None]] = {}
     duplicates = []
-    for line in _lines(artifacts / "profile_export.jsonl"):
+    for line in read_records(artifacts / "profile_export.jsonl"):
         key = line["metadata"].get("conversation_id")
         if key in records:
             duplicates.append(key)
@@ -274,19 +275,6 @@ def _records(artifacts: Path) -> dict[str, tuple[dict, dict | None]]:
     if duplicates:
         raise LoadGeneratorFailed(f"AIPerf sent these requests more than once: {', '.join(map(str, duplicates[:5]))}")
     return records
-
-
-def _lines(path: Path) -> list[dict]:
-    """Return the JSON objects of the lines of PATH ([] when it is missing), a torn last line left out."""
-    if not path.is_file():
-        return []
-    lines = []
-    for text in path.read_text(encoding="utf-8").splitlines():
-        try:
-            lines.append(json.loads(text))
-        except json.JSONDecodeError:  # AIPerf stopped mid-line
-            continue
-    return lines
 
 
 def _row(planned: tuple[str, str, str], found: tuple[dict, dict | None] | None, level: Level) -> dict:
@@ -299,14 +287,14 @@ def _row(planned: tuple[str, str, str], found: tuple[dict, dict | None] | None, 
         return row
     record, raw = found
     meta, metrics = record["metadata"], record.get("metrics") or {}
-    stream = _stream(raw)
+    stream = read_stream(raw)
     row.update(sent_ns=meta.get("request_start_ns"), end_ns=meta.get("request_end_ns"),
                chunk_times_ms=stream["chunk_times_ms"], output_text=stream["text"],
                finish_reason=stream["finish_reason"], http_status=raw.get("status") if raw else None,
-               prompt_tokens=_value(metrics, "usage_prompt_tokens", stream["usage"].get("prompt_tokens")),
-               output_tokens=_value(metrics, "usage_completion_tokens", stream["usage"].get("completion_tokens")))
-    ttft_ms = _value(metrics, "time_to_first_token", stream["chunk_times_ms"][0] if stream["chunk_times_ms"] else None)
-    latency_ms = _value(metrics, "request_latency", stream["last_ms"])
+               prompt_tokens=metric(metrics, "usage_prompt_tokens", stream["usage"].get("prompt_tokens")),
+               output_tokens=metric(metrics, "usage_completion_tokens", stream["usage"].get("completion_tokens")))
+    ttft_ms = metric(metrics, "time_to_first_token", stream["chunk_times_ms"][0] if stream["chunk_times_ms"] else None)
+    latency_ms = metric(metrics, "request_latency", stream["last_ms"])
     if latency_ms is None and row["sent_ns"] and row["end_ns"]:
         latency_ms = (row["end_ns"] - row["sent_ns"]) / 1e6
     row.update(ttft_ms=ttft_ms, latency_ms=latency_ms,
@@ -328,48 +316,6 @@ def _verdict(error: dict | None, stream: dict) -> dict:
         return {"status": "error", "error": "the stream ended before the server gave a finish reason",
                 "empty_output": False}
     return {"status": "ok", "error": None, "empty_output": stream["text"] == ""}
-
-
-def _stream(raw: dict | None) -> dict:
-    """Return the text, each text chunk's arrival after sending (ms), finish reason, usage and error of RAW's stream."""
-    stream = {"raw": raw is not None, "text": None, "chunk_times_ms": None, "finish_reason": None, "usage": {},
-              "error": None, "last_ms": None}
-    if raw is None:
-        return stream
-    start, pieces, times = raw.get("start_perf_ns"), [], []
-    for response in raw.get("responses") or []:
-        for packet in response.get("packets") or []:
-            message = _message(packet)
-            if isinstance(message.get("error"), dict | str):
-                stream["error"] = json.dumps(message["error"]) if isinstance(message["error"], dict) else message["error"]
-            stream["usage"] = message.get("usage") or stream["usage"]
-            for choice in message.get("choices") or []:
-                text = choice.get("text") or (choice.get("delta") or {}).get("content") or ""
-                stream["finish_reason"] = choice.get("finish_reason") or stream["finish_reason"]
-                if text:
-                    pieces.append(text)
-                    times.append((response["perf_ns"] - start) / 1e6)
-        if start is not None and response.get("perf_ns") is not None:
-            stream["last_ms"] = (response["perf_ns"] - start) / 1e6
-    stream.update(text="".join(pieces), chunk_times_ms=times)
-    return stream
-
-
-def _message(packet: dict) -> dict:
-    """Return an SSE packet's JSON data as a dict ({} for [DONE], comments and other fields)."""
-    if packet.get("name") != "data":
-        return {}
-    try:
-        message = json.loads(packet.get("value") or "")
-    except json.JSONDecodeError:
-        return {}
-    return message if isinstance(message, dict) else {}
-
-
-def _value(metrics: dict, name: str, fallback):
-    """Return AIPerf's metric NAME's value, else FALLBACK."""
-    metric = metrics.get(name)
-    return metric.get("value", fallback) if isinstance(metric, dict) else fallback
 
 
 def _duration_s(rows) -> float:
