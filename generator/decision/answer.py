@@ -55,7 +55,7 @@ def answer(question: Question, ranked: list, infeasible: list, rows: list, to_me
         best = ranked[0]
         if best is not found.owned:  # the configuration that needs no rental is said first (_without_rental), not here
             lines.append(Text("{label} meets the quality thresholds and is projected at {span} for {workload} {window}, but "
-                              "its package spend is {reason}.", label=best.label, span=span_range(best.hours),
+                              "its package spend cannot be planned ({reason}).", label=best.label, span=span_range(best.hours),
                               workload=workload, window=window, reason=best.plan_reason))
         found.summary_line = Text("no priced configuration yet; {label} feasible ({reason})", label=best.label,
                                   reason=best.plan_reason)
