@@ -1,14 +1,19 @@
 """Rules of store/views.py and decision/report.py that the mutation run (#62) found no selected test holding: a
 campaign whose records cannot be made into its view fails alone, and deciding it says so."""
 
+from decimal import Decimal
+from types import SimpleNamespace
+
 import pytest
 
 from iteralab.core.errors import CampaignFailed, UserError
+from iteralab.core.language import Text
 from iteralab.decision.report import decide_guarded, decision_report
 from iteralab.money.catalog import load_catalog
 from iteralab.store import records
+from iteralab.store.adaptation import NO_MODEL
 from iteralab.store.reading import Loaded
-from iteralab.store.views import campaign_views
+from iteralab.store.views import CampaignView, _renamed, campaign_views
 from tests import factory
 
 
@@ -65,3 +70,137 @@ def test_a_decision_report_names_the_campaigns_there_or_decides_the_one_asked_wi
     prices.write_text(factory.CHEAPER_CATALOG, encoding="utf-8")
     report = decision_report(campaign="zeta", runs=runs, catalog=prices)
     assert (report.campaign, report.catalog_version) == ("zeta", "2026-12-01")
+
+
+def _view(**parts) -> CampaignView:
+    """A view made in code, as campaign_views makes it, with only the PARTS a rule reads."""
+    return CampaignView("camp", "camp", parts.pop("manifests", ()), parts.pop("trials", ()), parts.pop("rentals", ()), (),
+                        parts.pop("variants", ()), (), **parts)
+
+
+def test_a_trial_is_resumed_after_the_latest_resumption_of_its_own_run_recorded_before_or_with_it():
+    """Regression for #62: resumed_before reads only its run's resumptions, up to the trial's own time included."""
+    resumptions = ({"run_id": "run-1", "created_at": "2026-10-01T10:00:00Z", "record_id": "r1"},
+                   {"run_id": "run-2", "created_at": "2026-10-01T10:30:00Z", "record_id": "other-run"},
+                   {"run_id": "run-1", "created_at": "2026-10-01T11:00:00Z", "record_id": "r2"},
+                   {"run_id": "run-1", "created_at": "2026-10-01T12:00:00Z", "record_id": "later"})
+    view = _view(resumptions=resumptions)
+    assert view.resumed_before({"run_id": "run-1", "created_at": "2026-10-01T11:00:00Z"})["record_id"] == "r2"
+    assert view.resumed_before({"run_id": "run-1", "created_at": "2026-10-01T10:59:00Z"})["record_id"] == "r1"
+    assert view.resumed_before({"run_id": "run-1", "created_at": "2026-10-01T09:00:00Z"}) is None
+    assert view.resumed_before({"run_id": "run-2", "created_at": "2026-10-01T10:45:00Z"})["record_id"] == "other-run"
+    assert view.resumed_before({"run_id": "run-3", "created_at": "2026-10-02T00:00:00Z"}) is None
+
+
+def test_a_record_without_a_void_has_none():
+    """Regression for #62: void_of answers None for a record nothing voids, and the void for one that is."""
+    view = _view(voids=({"voided_id": "rent-1", "record_id": "void-1"},))
+    assert view.void_of("rent-1")["record_id"] == "void-1"
+    assert view.void_of("rent-2") is None
+
+
+def _exclusion_view(recorded_at: str, withdrawn: bool) -> tuple[CampaignView, dict]:
+    manifest = factory.manifest()
+    trials = [{**factory.trial(manifest, "b1", repetition=k, sequence=k), "created_at": f"2026-10-01T10:00:0{k}Z"}
+              for k in (1, 2)]
+    summary = SimpleNamespace(label="b1 label", key="b1-key", trials=trials)
+    other = SimpleNamespace(label="b8 label", key="b8-key", trials=[])
+    exclusion = {"record_id": "ex-1", "rule": "r", "document": "doc.md", "created_at": recorded_at,
+                 "checked_configurations": ["b1-key"], "trials": [trials[0]["record_id"]]}
+    withdrawals = ({"exclusion_id": "ex-1", "record_id": "w-1"},) if withdrawn else ()
+    excluded = {} if withdrawn else {trials[0]["record_id"]: "ex-1"}
+    return _view(trials=tuple(trials), variants=(summary, other), exclusions=(exclusion,), withdrawals=withdrawals,
+                 excluded=excluded), trials[0]
+
+
+def test_an_exclusion_row_names_each_configuration_its_key_and_only_the_trials_it_sets_aside():
+    """Regression for #62: an exclusion's table lists every configuration by label and key, whether it was checked,
+    and the trials it sets aside now; a withdrawn one still lists the trials it named; 'after results' only when it
+    was recorded strictly after the last trial."""
+    view, first = _exclusion_view("2026-10-02T00:00:00Z", withdrawn=False)
+    (row,) = view.exclusion_table()
+    assert row["configurations"] == [{"label": "b1 label", "key": "b1-key", "checked": True, "trials": [first["record_id"]]},
+                                     {"label": "b8 label", "key": "b8-key", "checked": False, "trials": []}]
+    assert (row["after_results"], row["withdrawal"], row["unchecked"]) == (True, None, ["b8 label"])
+    last = max(t["created_at"] for t in view.trials)
+    assert _exclusion_view(last, withdrawn=False)[0].exclusion_table()[0]["after_results"] is False
+    withdrawn, first = _exclusion_view("2000-01-01T00:00:00Z", withdrawn=True)
+    (row,) = withdrawn.exclusion_table()
+    assert row["configurations"][0]["trials"] == [first["record_id"]] and row["withdrawal"]["record_id"] == "w-1"
+    assert row["after_results"] is False
+    # set aside by another exclusion that applies: this one lists nothing for it
+    view, first = _exclusion_view("2026-10-02T00:00:00Z", withdrawn=False)
+    view.excluded[first["record_id"]] = "ex-0"
+    assert view.exclusion_table()[0]["configurations"][0]["trials"] == []
+    assert _view(exclusions=view.exclusions).exclusion_table()[0]["after_results"] is False  # no trial at all
+
+
+def test_an_adaptation_campaign_holds_its_optimizer_settings_constant_unless_a_variant_sets_its_own():
+    """Regression for #62: the campaign's [adaptation] optimizer settings join each variant's, other [adaptation] keys
+    do not; the GPUs of a CPU machine are the word 'none', a Text that a page translates."""
+    manifest = factory.manifest()
+    manifest["protocol"]["adaptation"] = {"optimizer": "adamw", "learning_rate": 5e-05, "epochs": 3}
+    del manifest["environment"]["libraries"]["transformers"]
+    variants = (SimpleNamespace(config={"batch_size": 8, "learning_rate": 1e-4}),
+                SimpleNamespace(config={"batch_size": 8}))
+    compared, constant = _view(manifests=(manifest,), variants=variants).compared_and_constant()
+    assert compared["learning_rate"] == ["0.0001", "5e-05"]
+    assert constant["optimizer"] == ["adamw"] and "epochs" not in constant and "epochs" not in compared
+    (none,) = constant["GPUs"]
+    assert isinstance(none, Text) and str(none) == "none"
+    # a library the manifest does not list is still a value the page can show, never a bare None
+    assert all(isinstance(value, str | Text) for values in (*compared.values(), *constant.values()) for value in values)
+
+
+ADAPT_TRIAL = {"status": "ok", "adaptation": {"method": "full"}}
+
+
+def test_an_adaptation_campaign_without_a_validated_model_has_no_cost_per_model_and_says_why():
+    """Regression for #62: a campaign whose trials carry the adaptation object counts validated models (unit 'model'),
+    and with none its cost per model is undefined with that reason; what the spend includes is said."""
+    cost = _view(trials=(ADAPT_TRIAL,), rentals=(factory.rental(),)).cost()
+    assert (cost["unit"], cost["deliverables"], cost["cost_per_validated_corpus"]) == ("model", 0, None)
+    assert cost["reason"] == f"undefined: {NO_MODEL}"
+    assert cost["includes"] == "package spend 47.14 USD only (no other cost recorded)"
+    assert cost["spend"] == Decimal("47.14") and cost["currency"] == "USD"
+
+
+def test_a_cost_whose_other_costs_cannot_be_added_is_undefined_with_why_and_a_campaign_of_corpora_has_no_unit():
+    """Regression for #62: other costs in another currency make the cost undefined with that reason (not 'no accepted
+    deliverable'); no rental leaves 'includes' empty; a campaign of corpora names no unit."""
+    expense = {"record_id": "e-1", "amount": "100000", "currency": "IDR", "applies_to": "all"}
+    cost = _view(rentals=(factory.rental(),), expenses=(expense,)).cost()
+    assert cost["reason"] == "undefined: package spend in USD and other costs in IDR are never summed"
+    assert cost["cost_per_validated_corpus"] is None and "unit" not in cost
+    same = {**expense, "amount": "2.86", "currency": "USD"}
+    assert _view(rentals=(factory.rental(),), expenses=(same,)).cost()["includes"] == (
+        "package spend 47.14 USD and other costs 2.86 USD (1 item)")
+    assert _view(expenses=(same,)).cost()["includes"] is None
+
+
+def test_a_failed_view_holds_empty_parts_and_a_prediction_file_missing_from_the_folder_is_named():
+    """Regression for #62: a view that could not be made has empty deliverables, variants and problems of its own (a
+    page iterates them); a view made with the folder's files names a trial whose prediction file is not among them."""
+    bad, _ = _views()
+    assert (bad.deliverables, bad.variants, bad.problems) == ((), (), ())
+    manifest = factory.manifest()
+    trial = factory.trial(manifest)
+    (view,) = campaign_views(Loaded(records=[manifest, trial]), present=set())
+    assert view.missing_predictions == frozenset({trial["record_id"]})
+    assert view.problems == (f"camp/predictions/p.csv: prediction file of trial {trial['record_id']} is missing from "
+                             "the runs folder",)
+    (view,) = campaign_views(Loaded(records=[manifest, trial]), present={"camp/predictions/p.csv"})
+    assert view.missing_predictions == frozenset() and view.problems == ()
+
+
+def test_a_record_naming_configurations_by_their_old_keys_names_them_by_their_keys_now():
+    """Regression for #62: old keys are replaced, unknown ones kept as written; a record naming no old key, or 'all'
+    (never a list of letters, whatever the keys), is the record itself."""
+    current = {"old": "new", "a": "x"}
+    record = {"record_id": "e-1", "applies_to": ["old", "unknown"]}
+    assert _renamed(record, "applies_to", current) == {"record_id": "e-1", "applies_to": ["new", "unknown"]}
+    assert record["applies_to"] == ["old", "unknown"]  # records are read-only
+    untouched = {"record_id": "e-2", "applies_to": ["unknown"]}
+    assert _renamed(untouched, "applies_to", current) is untouched
+    every = {"record_id": "e-3", "applies_to": "all"}
+    assert _renamed(every, "applies_to", current) is every
