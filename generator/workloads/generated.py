@@ -171,6 +171,10 @@ MEASURED_AS = Text("bytes of the key and value tensors generate's past_key_value
 PEAK_AS = Text("peak allocated while generating (measured window) less the memory allocated after loading: the cache and "
                "everything else the window held (activations, logits, the window's inputs on the device and, on a first "
                "use, the cuBLAS workspace); not the cache's size")
+# What runs recorded before PEAK_AS said what else the window holds: kept so that their pages still say it translated
+# (`make translations` keeps in the catalogs only what the code names).
+PEAK_AS_RECORDED_BEFORE = Text("peak allocated while generating (measured window) less the memory allocated after "
+                               "loading: the cache and the activations")
 
 
 def _tensors(value, depth: int = 0):
