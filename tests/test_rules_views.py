@@ -12,8 +12,9 @@ from iteralab.decision.report import decide_guarded, decision_report
 from iteralab.money.catalog import load_catalog
 from iteralab.store import records
 from iteralab.store.adaptation import NO_MODEL
+from iteralab.store.configuration import Configuration
 from iteralab.store.reading import Loaded
-from iteralab.store.views import CampaignView, _renamed, campaign_views
+from iteralab.store.views import CampaignView, _labels, _renamed, campaign_views
 from tests import factory
 
 
@@ -204,3 +205,33 @@ def test_a_record_naming_configurations_by_their_old_keys_names_them_by_their_ke
     assert _renamed(untouched, "applies_to", current) is untouched
     every = {"record_id": "e-3", "applies_to": "all"}
     assert _renamed(every, "applies_to", current) is every
+
+
+def test_two_configurations_one_name_and_one_machine_are_told_apart_by_the_end_of_their_keys():
+    """Regression for #62: where even runtime and driver do not tell two configurations apart (settings differ under
+    one variant name), each detailed label gets the last 8 characters of its key."""
+    first = Configuration("b1", (("batch_size", 1),), "cpu", None, 0, "Test CPU", 2, "2.13.0", None, None)
+    second = Configuration("b1", (("batch_size", 8),), "cpu", None, 0, "Test CPU", 2, "2.13.0", None, None)
+    labels = _labels([first, second])
+    assert labels == {first: f"{first.label(detailed=True)} · {first.key[-8:]}",
+                      second: f"{second.label(detailed=True)} · {second.key[-8:]}"}
+    assert len(set(labels.values())) == 2 and all(len(c.key) > 8 for c in (first, second))
+    alone = Configuration("b8", (("batch_size", 8),), "cpu", None, 0, "Test CPU", 2, "2.13.0", None, None)
+    assert _labels([alone]) == {alone: alone.label()}
+
+
+def test_a_view_holds_the_runs_resumptions_in_order_and_an_expense_for_all_configurations_names_none():
+    """Regression for #62: the view keeps each resumption record, oldest first; an expense that applies to 'all' is no
+    problem, one naming a configuration the campaign lacks is."""
+    manifest = factory.manifest()
+    later = {"kind": "resumption", "campaign": "camp", "record_id": "resumption-2", "run_id": "run-1",
+             "created_at": "2026-10-01T12:00:00Z"}
+    earlier = {**later, "record_id": "resumption-1", "created_at": "2026-10-01T11:00:00Z"}
+    every = {"kind": "expense", "campaign": "camp", "record_id": "expense-1", "created_at": "2026-10-01T10:00:00Z",
+             "amount": "10.00", "currency": "USD", "applies_to": "all"}
+    stray = {**every, "record_id": "expense-2", "applies_to": ["no-such-key"]}
+    (view,) = campaign_views(Loaded(records=[manifest, factory.trial(manifest), later, earlier, every]))
+    assert view.resumptions == (earlier, later) and view.problems == () and view.expenses == (every,)
+    (view,) = campaign_views(Loaded(records=[manifest, factory.trial(manifest), stray]))
+    assert view.problems == ("expense expense-2 names configuration no-such-key, which campaign camp lacks; it is "
+                             "added to none",)
