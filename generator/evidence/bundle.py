@@ -56,6 +56,7 @@ NAMED_FILES = {"manifest": (("corpus", "file_sha256"), ("training_split", "file_
                "trial": (("predictions", "sha256"),), "rental": (("receipt", "sha256"),),
                "expense": (("receipt", "sha256"),), "exclusion": (("document", "sha256"),)}
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# Every file of a bag is UTF-8, as RFC 8493 asks of its tag files: str.encode() writes UTF-8 whatever the locale.
 
 
 def references(named) -> list[tuple[str, str, str | None]]:
@@ -121,13 +122,13 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
                                                      "excluded_by": view.excluded.get(t["record_id"]),
                                                      "verdicts": (t.get("quality") or {}).get("verdicts")} for t in view.trials})
     files.update(_models(view))
-    files["trials.csv"] = (trials_csv(trial_table(view)) if table_csv is None else table_csv).encode("utf-8")
+    files["trials.csv"] = (trials_csv(trial_table(view)) if table_csv is None else table_csv).encode()
     price_catalog = price_catalog or load_catalog(catalog_path)
-    files["catalog.csv"] = _catalog_csv(price_catalog).encode("utf-8")
+    files["catalog.csv"] = _catalog_csv(price_catalog).encode()
     report = report or decide(view, price_catalog)
     files["decision.json"] = _json(report_dict(report))
-    files["decision.txt"] = (describe_report(report) + "\n").encode("utf-8")
-    files["costs.focus.csv"] = focus_csv(view, report).encode("utf-8")
+    files["decision.txt"] = (describe_report(report) + "\n").encode()
+    files["costs.focus.csv"] = focus_csv(view, report).encode()
     if revision and revision.get("before"):  # the revision this one asks again, tied by its manifest's hash (#35)
         files["question.json"] = _json({"question": revision["question"], "asks_again": revision["before"],
                                         "asked_manifest": revision["before_manifest"],
@@ -145,7 +146,7 @@ def payload(view: CampaignView, runs: Path, notes_dir: Path | None, catalog_path
     for note in loaded_notes if loaded_notes is not None else load_notes(notes_dir):
         if note.meta.get("campaign") == view.name:
             files[f"notes/{bag_name(note.source)}"] = (Path(notes_dir) / note.source).read_bytes()
-    files["index.html"] = _index_html(view, files, report, {} if digests is None else digests).encode("utf-8")
+    files["index.html"] = _index_html(view, files, report, {} if digests is None else digests).encode()
     return files
 
 
@@ -164,19 +165,18 @@ def _models(view: CampaignView) -> dict[str, bytes]:
                   "sha256sum lines of its files, sorted by name), so an archivist can check a model kept apart against "
                   "these records: sha256sum its files and compare. validated_models names, per configuration, the model "
                   "that counts in the decision: one at most, whatever its repetitions.")
-    return {"models/exports.json": _json(language.said(exports)), "models/README.txt": (readme.say() + "\n").encode("utf-8")}
+    return {"models/exports.json": _json(language.said(exports)), "models/README.txt": (readme.say() + "\n").encode()}
 
 
 def _file_rows(listing: list[dict]) -> Markup:
     """Return the index's row of every file: a link, its size and sha256 (written here, not in a Jinja loop: 120 a bundle)."""
-    code = language.current()
-    return Markup("".join(f'<tr><td><a href="{quote(file["path"], safe="/")}">{escape(file["path"])}</a></td>'
-                          f'<td class="num">{fmt(file["size"], "int", code=code)}</td><td><code>{file["sha256"]}</code></td></tr>'
+    return Markup("".join(f'<tr><td><a href="{quote(file["path"])}">{escape(file["path"])}</a></td>'
+                          f'<td class="num">{fmt(file["size"], "int")}</td><td><code>{file["sha256"]}</code></td></tr>'
                           for file in listing))
 
 
 def _json(value) -> bytes:
-    return (pretty_json(value) + "\n").encode("utf-8")
+    return (pretty_json(value) + "\n").encode()
 
 
 def _index_html(view: CampaignView, files: dict[str, bytes], report, digests: dict[str, str]) -> str:
@@ -204,9 +204,9 @@ def bag_files(name: str, data: dict[str, bytes], bagging_date: str, digests: dic
     info = (f"Bag-Software-Agent: iteralab\nBagging-Date: {bagging_date}\n{grouped}External-Identifier: {name}\n"
             f"Payload-Oxum: {sum(len(c) for c in bag.values())}.{len(bag)}\n")
     tags = {"bagit.txt": b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n",
-            "bag-info.txt": info.encode("utf-8"), "manifest-sha256.txt": manifest.encode("utf-8")}
+            "bag-info.txt": info.encode(), "manifest-sha256.txt": manifest.encode()}
     tags["tagmanifest-sha256.txt"] = "".join(
-        f"{hashlib.sha256(content).hexdigest()}  {path}\n" for path, content in sorted(tags.items())).encode("utf-8")
+        f"{hashlib.sha256(content).hexdigest()}  {path}\n" for path, content in sorted(tags.items())).encode()
     return {**bag, **tags}
 
 
