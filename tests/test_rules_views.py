@@ -164,6 +164,13 @@ def test_an_adaptation_campaign_without_a_validated_model_has_no_cost_per_model_
     assert cost["reason"] == f"undefined: {NO_MODEL}"
     assert cost["includes"] == "package spend 47.14 USD only (no other cost recorded)"
     assert cost["spend"] == Decimal("47.14") and cost["currency"] == "USD"
+    # one configuration with a validated model: the spend buys one model, whatever the deliverables (none here)
+    export = {"path": "camp/models/t-1", "sha256": "b" * 64}
+    trained = {"record_id": "t-1", "variant": "b1", "status": "ok", "corpus_accepted": True,
+               "adaptation": {"export": export}}
+    cost = _view(trials=(trained,), rentals=(factory.rental(),),
+                 variants=(SimpleNamespace(counted=[trained]),)).cost()
+    assert (cost["deliverables"], cost["cost_per_validated_corpus"], cost["reason"]) == (1, Decimal("47.14"), None)
 
 
 def test_a_cost_whose_other_costs_cannot_be_added_is_undefined_with_why_and_a_campaign_of_corpora_has_no_unit():
