@@ -1,0 +1,42 @@
+"""Rules of decision/report.py that the mutation run (#62) found no selected test holding."""
+
+from decimal import Decimal
+
+from iteralab.decision.report import _sum, decide, decide_guarded
+from iteralab.money.catalog import load_catalog
+from iteralab.store import records
+from iteralab.store.trials import trial_table
+from tests import factory
+from tests.test_decision import RTX_4090, report_of, write_machine
+
+
+def test_rentals_are_summed_per_currency_every_one_counted():
+    """Regression for #62: each currency's total adds every rental in it, never across currencies."""
+    rentals = [factory.rental(total="47.14"), factory.rental(total="94.28"),
+               {**factory.rental(total="150000"), "currency": "IDR"}]
+    assert _sum(rentals) == {"IDR": Decimal("150000.00"), "USD": Decimal("141.42")}
+    assert _sum([]) == {}
+
+
+def test_a_configuration_rented_for_but_not_yet_delivered_is_in_the_story_of_the_money(tmp_path):
+    """Regression for #62: the story's configurations are those with a rental observed or a deliverable, either."""
+    write_machine(tmp_path, "run-4090", RTX_4090, {"b1": [40, 41, 42, 43, 44]}, campaign="camp")
+    rental = factory.rental("camp", runs=["run-4090"])
+    records.append(tmp_path, rental)
+    report, _, view = report_of(tmp_path)
+    (row,) = report.rows
+    assert row.observed_rentals and not row.deliverables
+    story = report.rental_story(view.rentals)
+    assert story["per_configuration"] == [row] and story["all"] == {"USD": Decimal("47.14")}
+
+
+def test_a_guarded_decision_is_made_from_the_trial_table_it_is_given(tmp_path):
+    """Regression for #62: decide_guarded passes the build's table on (a table that lacks a configuration's trials
+    decides without it), as decide does."""
+    write_machine(tmp_path, "run-4090", RTX_4090, {"b1": [40, 41, 42, 43, 44], "b8": [30, 31, 32, 33, 34]})
+    _, _, view = report_of(tmp_path)
+    table = trial_table(view)
+    only_b1 = table[table["variant"] == "b1"]
+    guarded = decide_guarded(view, load_catalog(), only_b1)
+    assert [row.label for row in guarded.ranked] == [row.label for row in decide(view, load_catalog(), only_b1).ranked]
+    assert len(guarded.ranked) == 1 and len(decide_guarded(view, load_catalog()).ranked) == 2
