@@ -1,8 +1,11 @@
 """Rules of decision/report.py that the mutation run (#62) found no selected test holding."""
 
 from decimal import Decimal
+from types import SimpleNamespace
 
-from iteralab.decision.report import _sum, decide, decide_guarded
+from iteralab.decision.kinds import CORPUS, MODEL
+from iteralab.decision.question import Question
+from iteralab.decision.report import _delivered, _sum, decide, decide_guarded
 from iteralab.money.catalog import load_catalog
 from iteralab.store import records
 from iteralab.store.trials import trial_table
@@ -40,3 +43,20 @@ def test_a_guarded_decision_is_made_from_the_trial_table_it_is_given(tmp_path):
     guarded = decide_guarded(view, load_catalog(), only_b1)
     assert [row.label for row in guarded.ranked] == [row.label for row in decide(view, load_catalog(), only_b1).ranked]
     assert len(guarded.ranked) == 1 and len(decide_guarded(view, load_catalog()).ranked) == 2
+
+
+def test_a_configuration_of_a_campaign_of_models_delivers_its_validated_model_or_none():
+    """Regression for #62: where the unit is a model, a configuration delivers 1 (its validated model) or 0."""
+    export = {"path": "camp/models/t-1", "sha256": "b" * 64}
+    trained = {"record_id": "t-1", "status": "ok", "corpus_accepted": True, "adaptation": {"export": export}}
+    rejected = {**trained, "record_id": "t-2", "corpus_accepted": False}
+    model = _question(MODEL)
+    assert _delivered(SimpleNamespace(counted=[rejected, trained]), model, ()) == {
+        "unit": MODEL, "model": {"trial_id": "t-1", **export}, "deliverables": 1}
+    assert _delivered(SimpleNamespace(counted=[rejected]), model, ()) == {"unit": MODEL, "model": None,
+                                                                         "deliverables": 0}
+    assert _delivered(SimpleNamespace(counted=[trained]), _question(CORPUS), ("c1", "c2")) == {"deliverables": 2}
+
+
+def _question(unit: str) -> Question:
+    return Question(False, 1, None, None, None, None, None, None, None, None, unit)
