@@ -1,13 +1,15 @@
 """Rules of decision/report.py that the mutation run (#62) found no selected test holding."""
 
+import dataclasses
 from decimal import Decimal
 from types import SimpleNamespace
 
 from iteralab.decision.kinds import CORPUS, MODEL
 from iteralab.decision.question import Question
-from iteralab.decision.report import _delivered, _sum, decide, decide_guarded
+from iteralab.decision.report import _delivered, _observed, _sum, decide, decide_guarded
 from iteralab.money.catalog import load_catalog
 from iteralab.store import records
+from iteralab.store.adaptation import NO_MODEL
 from iteralab.store.trials import trial_table
 from tests import factory
 from tests.test_decision import RTX_4090, report_of, write_machine
@@ -60,3 +62,21 @@ def test_a_configuration_of_a_campaign_of_models_delivers_its_validated_model_or
 
 def _question(unit: str) -> Question:
     return Question(False, 1, None, None, None, None, None, None, None, None, unit)
+
+
+def test_an_observed_cost_that_cannot_be_divided_says_why_for_other_costs_and_for_a_model(tmp_path):
+    """Regression for #62: with the rentals' spend known, a cost per delivered unit is undefined because other costs
+    are in another currency (said with that reason), or because no model was validated (a model's reason, not a
+    corpus's)."""
+    write_machine(tmp_path, "run-4090", RTX_4090, {"b1": [40, 41, 42, 43, 44]}, campaign="camp")
+    report, _, _ = report_of(tmp_path)
+    (row,) = report.rows
+    links = {"run-4090": [factory.rental("camp", runs=["run-4090"])]}
+    expense = {"record_id": "e-1", "amount": "100000", "currency": "IDR", "applies_to": "all"}
+    found = _observed(row, links, {}, (expense,))
+    assert (found.observed_spend, found.observed_total) == (Decimal("47.14"), None)
+    assert found.cost_reason == "undefined: package spend in USD and other costs in IDR are never summed"
+    found = _observed(dataclasses.replace(row, deliverables=0, unit=MODEL), links, {})
+    assert (found.cost_reason, found.cost_per_corpus) == (f"undefined: {NO_MODEL}", None)
+    assert _observed(dataclasses.replace(row, deliverables=0), links, {}).cost_reason == (
+        "undefined: no accepted deliverable")
