@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from iteralab.decision.kinds import CORPUS, MODEL
 from iteralab.decision.question import Question
-from iteralab.decision.report import _delivered, _observed, _sum, decide, decide_guarded
+from iteralab.decision.report import _conditions, _delivered, _observed, _sum, decide, decide_guarded
 from iteralab.money.catalog import load_catalog
 from iteralab.store import records
 from iteralab.store.adaptation import NO_MODEL
@@ -80,3 +80,23 @@ def test_an_observed_cost_that_cannot_be_divided_says_why_for_other_costs_and_fo
     assert (found.cost_reason, found.cost_per_corpus) == (f"undefined: {NO_MODEL}", None)
     assert _observed(dataclasses.replace(row, deliverables=0), links, {}).cost_reason == (
         "undefined: no accepted deliverable")
+
+
+def _row(successes: int, aside: dict) -> SimpleNamespace:
+    trials = [{"status": "ok", "corpus_accepted": True, "id_check": {"ids_match": True}}] * successes
+    return SimpleNamespace(summary=SimpleNamespace(counted=trials, left_out_counts=lambda successes: aside),
+                           together=None, hours=None, plan=None, owned=False)
+
+
+def test_trials_set_aside_leave_a_configuration_uncompared_below_two_successes_and_say_why():
+    """Regression for #62: with every success excluded, the quality condition counts them; with one success left by
+    disturbance, the comparison condition names it; two successes left are compared."""
+    question = _question(CORPUS)
+    assert [str(said) for said in _conditions(_row(0, {"excluded": 3}), question)] == [
+        "quality: no successful trial left (3 excluded)"]
+    assert [str(said) for said in _conditions(_row(1, {"disturbed": 2}), question)] == [
+        "comparison: cannot be compared, 1 successful trial left (2 disturbed)"]
+    assert [str(said) for said in _conditions(_row(1, {"excluded": 2}), question)] == [
+        "comparison: cannot be compared, 1 successful trial left after 2 excluded"]
+    assert _conditions(_row(2, {"disturbed": 1}), question) == []
+    assert _conditions(_row(2, {"excluded": 1}), question) == []
