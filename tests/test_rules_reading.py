@@ -1,0 +1,184 @@
+"""The record store's reader at its edges: a file rewritten under it, an unreadable file, twins, the workers' state.
+
+Regression for #62: these lines of store/reading.py were run by no test of the mutation selection, so their mutants
+survived whatever they changed.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from iteralab.core.errors import UserError
+from iteralab.store import columns, reading
+
+FIXTURE = Path(__file__).parent / "fixtures" / "demo-runs"
+TRIALS_FILE = "demo-rotten-tomatoes/records/run-vm-20261203T062412Z-7432b5c24c0c.jsonl"
+APPENDED_ONLY = ("changed while it was being read ({why}); records are only ever appended: if another program "
+                 "rewrote it, restore it, then run the command again")
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "cache"))
+    copy = tmp_path / "runs"
+    shutil.copytree(FIXTURE, copy)
+    return copy
+
+
+def _rewrite(path: Path, change) -> None:
+    lines = path.read_bytes().split(b"\n")
+    path.write_bytes(b"\n".join(change(lines)))
+
+
+def test_a_records_file_shifted_under_a_reader_is_named_with_what_to_do(runs):
+    table = reading.load_table(runs)
+    _rewrite(runs / TRIALS_FILE, lambda lines: [b"", *lines])  # every line a byte later: offsets fall mid-line
+    with pytest.raises(UserError) as error:
+        table.records(table.frame)
+    assert str(error.value) == f"{TRIALS_FILE} " + APPENDED_ONLY.format(why="its lines moved")
+
+
+def test_a_line_that_now_holds_another_record_is_named_like_a_shifted_one(runs):
+    table = reading.load_table(runs)
+    ids = table.frame[table.frame["file"] == table.shown.index(TRIALS_FILE)]["record_id"].tolist()
+    first = ids[0]
+    other = first[:-1] + ("0" if first[-1] != "0" else "1")  # same length: the line still parses where it lay
+    _rewrite(runs / TRIALS_FILE, lambda lines: [line.replace(first.encode(), other.encode()) for line in lines])
+    rows = table.frame[table.frame["record_id"] == ids[1]]
+    assert table.records(rows)[0]["record_id"] == ids[1]  # a line that did not change is still read
+    with pytest.raises(UserError, match="its lines moved"):
+        table.records(table.frame[table.frame["record_id"] == first])
+
+
+def test_records_of_rows_from_several_files_come_back_in_the_rows_order(runs):
+    table = reading.load_table(runs)
+    rows = table.frame.iloc[::-1]
+    assert [record["record_id"] for record in table.records(rows)] == rows["record_id"].tolist()
+    assert table.records(table.frame.iloc[:0]) == []
+
+
+def test_an_unreadable_records_file_is_a_problem_and_the_others_are_read(runs):
+    before = reading.load_table(runs)
+    (runs / "demo-rotten-tomatoes" / "records" / "run-broken.jsonl").mkdir()  # a folder where a file should be
+    table = reading.load_table(runs)
+    broken = table.shown.index("demo-rotten-tomatoes/records/run-broken.jsonl")
+    assert table.digests[broken] == "unreadable"
+    assert [d for i, d in enumerate(table.digests) if i != broken] == before.digests
+    assert table.problems == [*before.problems, "demo-rotten-tomatoes/records/run-broken.jsonl: cannot read: Is a directory"]
+    assert table.frame["record_id"].tolist() == before.frame["record_id"].tolist()
+
+
+def test_a_file_read_in_a_worker_sends_its_error_back_and_uses_the_workers_lines(tmp_path, monkeypatch):
+    monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "cache"))
+    missing = reading._file_columns(tmp_path / "gone.jsonl")
+    assert isinstance(missing, FileNotFoundError) and missing.filename == str(tmp_path / "gone.jsonl")
+    path = tmp_path / "records" / "run.jsonl"
+    path.parent.mkdir()
+    shutil.copyfile(FIXTURE / TRIALS_FILE, path)
+    reading._WORKER_SEEN.clear()
+    own: dict = {}
+    read = reading._file_columns(path, own)
+    assert read.table.num_rows == 21 and len(own) == 21 and reading._WORKER_SEEN == {}
+    assert columns.cache_exists(path)
+    again = tmp_path / "records" / "run-2.jsonl"
+    shutil.copyfile(path, again)
+    in_worker = reading._file_columns(again, keep=False)  # a worker: its share's lines, no cache of its own
+    assert in_worker.table.num_rows == 21 and len(reading._WORKER_SEEN) == 21
+    assert not columns.cache_exists(again)
+    reading._WORKER_SEEN.clear()
+
+
+def test_a_reader_process_starts_with_the_collector_off_and_no_lines_seen():
+    reading._WORKER_SEEN[b"line"] = ("row",)
+    try:
+        reading._start_reader()
+        assert reading._WORKER_SEEN == {} and not gc.isenabled()
+    finally:
+        gc.enable()
+        reading._WORKER_SEEN.clear()
+
+
+def test_the_size_of_a_file_that_cannot_be_read_is_zero(tmp_path):
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b"{}\n")
+    assert reading._size(path) == 3 and reading._size(str(path)) == 3
+    assert reading._size(tmp_path / "gone.jsonl") == 0
+
+
+def test_only_files_with_the_same_bytes_are_twins_of_the_first_of_them(tmp_path):
+    record = json.dumps({"record_id": "x" * 10000}).encode() + b"\n"  # longer than both ends compared before hashing
+    middle = record[:5000] + b"z" + record[5001:]  # the same size and ends: only a hash tells it apart
+    contents = [record, record, record.replace(b"x", b"y", 1), middle, record, b"", b"", b"{}\n", b"{}\n"]
+    paths = []
+    for index, content in enumerate(contents):
+        paths.append(tmp_path / f"run-{index}.jsonl")
+        paths[-1].write_bytes(content)
+    assert reading._identical(paths, list(range(len(paths)))) == {1: 0, 4: 0, 8: 7}  # empty files are no twins
+    assert reading._identical(paths, [1, 2, 3, 4, 7]) == {4: 1}  # among the cold ones only
+    assert reading._identical(paths, [0]) == {}
+
+
+def test_twins_that_cannot_be_opened_are_left_to_the_read_that_reports_them(tmp_path):
+    folders = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    for folder in folders:
+        folder.mkdir()
+    assert reading._size(folders[0]) == reading._size(folders[1]) > 0
+    assert reading._identical(folders, [0, 1]) == {}
+
+
+def test_files_are_parsed_on_every_core_only_above_the_threshold_and_with_two_cold_files(tmp_path, monkeypatch):
+    from iteralab.core import processes
+
+    monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "cache"))
+    paths = []
+    for index in range(3):
+        paths.append(tmp_path / "records" / f"run-{index}.jsonl")
+        paths[-1].parent.mkdir(exist_ok=True)
+        paths[-1].write_bytes((FIXTURE / TRIALS_FILE).read_bytes().replace(b"demo", f"dem{index}".encode()))
+    started = []
+
+    def pool(count, **options):
+        started.append(count)
+        raise PermissionError(1, "Operation not permitted")  # then this process reads them: the result is the same
+
+    monkeypatch.setattr(processes, "spawned_pool", pool)
+    monkeypatch.setattr(processes, "available_cores", lambda: 2)
+    two = sum(path.stat().st_size for path in paths[:2])
+    monkeypatch.setattr(reading, "PARALLEL_BYTES", two + 1)
+    assert [read.table.num_rows for read in reading._each_file(paths[:2])] == [21, 21] and started == []
+    for path in paths[:2]:
+        Path(columns._cache_file(path)).unlink()
+    monkeypatch.setattr(reading, "PARALLEL_BYTES", two)
+    assert [read.table.num_rows for read in reading._each_file(paths[:2])] == [21, 21] and started == [2]
+    monkeypatch.setattr(reading, "PARALLEL_BYTES", 0)
+    reading._each_file(paths[2:])  # one cold file: nothing to share
+    for path in paths[:2]:
+        Path(columns._cache_file(path)).unlink()
+    monkeypatch.setattr(processes, "available_cores", lambda: 1)
+    reading._each_file(paths[:2])  # one core
+    assert started == [2]
+
+
+def test_every_core_reads_the_files_given_with_as_many_processes_as_are_useful(tmp_path, monkeypatch):
+    from iteralab.core import processes
+
+    monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "cache"))
+    paths = []
+    for index in range(2):
+        paths.append(tmp_path / "records" / f"run-{index}.jsonl")
+        paths[-1].parent.mkdir(exist_ok=True)
+        shutil.copyfile(FIXTURE / TRIALS_FILE, paths[-1])
+    started = []
+    spawn = processes.spawned_pool
+    monkeypatch.setattr(processes, "spawned_pool", lambda count, **options: started.append(count) or spawn(count, **options))
+    reads = reading._on_every_core([*paths, tmp_path / "gone.jsonl"], 8, keep=False)
+    assert started == [3]
+    assert [read.table.num_rows for read in reads[:2]] == [21, 21] and isinstance(reads[2], FileNotFoundError)
+    assert not any(columns.cache_exists(path) for path in paths)  # keep=False: the folder's cache will hold them
+    reads = reading._on_every_core(paths[:1], 8)
+    assert started == [3, 1] and columns.cache_exists(paths[0])
