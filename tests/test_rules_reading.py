@@ -131,15 +131,20 @@ def test_twins_that_cannot_be_opened_are_left_to_the_read_that_reports_them(tmp_
     assert reading._identical(folders, [0, 1]) == {}
 
 
+def _distinct_files(folder: Path, count: int) -> list[Path]:
+    """Write COUNT records files of the same size, none a twin of another (each would be parsed)."""
+    (folder / "records").mkdir()
+    paths = [folder / "records" / f"run-{index}.jsonl" for index in range(count)]
+    for index, path in enumerate(paths):
+        path.write_bytes((FIXTURE / TRIALS_FILE).read_bytes().replace(b"demo", f"dem{index}".encode()))
+    return paths
+
+
 def test_files_are_parsed_on_every_core_only_above_the_threshold_and_with_two_cold_files(tmp_path, monkeypatch):
     from iteralab.core import processes
 
     monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "cache"))
-    paths = []
-    for index in range(3):
-        paths.append(tmp_path / "records" / f"run-{index}.jsonl")
-        paths[-1].parent.mkdir(exist_ok=True)
-        paths[-1].write_bytes((FIXTURE / TRIALS_FILE).read_bytes().replace(b"demo", f"dem{index}".encode()))
+    paths = _distinct_files(tmp_path, 3)
     started = []
 
     def pool(count, **options):
@@ -168,11 +173,7 @@ def test_every_core_reads_the_files_given_with_as_many_processes_as_are_useful(t
     from iteralab.core import processes
 
     monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "cache"))
-    paths = []
-    for index in range(2):
-        paths.append(tmp_path / "records" / f"run-{index}.jsonl")
-        paths[-1].parent.mkdir(exist_ok=True)
-        shutil.copyfile(FIXTURE / TRIALS_FILE, paths[-1])
+    paths = _distinct_files(tmp_path, 2)
     started = []
     spawn = processes.spawned_pool
     monkeypatch.setattr(processes, "spawned_pool", lambda count, **options: started.append(count) or spawn(count, **options))
