@@ -100,3 +100,30 @@ def test_trials_set_aside_leave_a_configuration_uncompared_below_two_successes_a
         "comparison: cannot be compared, 1 successful trial left after 2 excluded"]
     assert _conditions(_row(2, {"disturbed": 1}), question) == []
     assert _conditions(_row(2, {"excluded": 1}), question) == []
+
+
+def _rejected(value: float) -> dict:
+    verdict = {"metric": "accuracy", "value": value, "threshold": 0.9, "passed": False}
+    return {"status": "ok", "corpus_accepted": False, "id_check": {"ids_match": True}, "quality": {"verdicts": [verdict]}}
+
+
+def test_each_condition_a_row_fails_is_said_once_whole_with_its_figures():
+    """Regression for #62: quality misses equal to three places are one miss; a set of cards none of which ended ok
+    is named with its count of sets; a projection past the window and the deadline is said in hours, never grouped."""
+    row = _row(0, {})
+    row.summary.counted = [_rejected(0.81234), _rejected(0.81236), _rejected(0.5)]
+    assert [str(said) for said in _conditions(row, _question(CORPUS))] == [
+        "quality: 3 of 3 successful trials not accepted (accuracy 0.500 < 0.9; accuracy 0.812 < 0.9)"]
+    row = _row(2, {})
+    row.together = {"sets": 3, "complete_sets": 0}
+    assert [str(said) for said in _conditions(row, _question(CORPUS))] == [
+        "cards: no set where every card ended ok (3 recorded): nothing is projected from one card of a set"]
+    row.together = {"sets": 3, "complete_sets": 1}
+    assert _conditions(row, _question(CORPUS)) == []
+    row.hours = (1000.0, 1200.0, 1234.56789)
+    question = dataclasses.replace(_question(CORPUS), window_hours=Decimal(720), deadline_hours=Decimal("999.5"))
+    assert [str(said) for said in _conditions(row, question)] == [
+        "window: projected up to 1234.57 h, longer than the 720 h access window",
+        "deadline: projected up to 1234.57 h, later than the 999.5 h until the deadline"]
+    assert _conditions(row, dataclasses.replace(question, window_hours=Decimal("1234.5679"),
+                                                deadline_hours=Decimal("1234.5679"))) == []
