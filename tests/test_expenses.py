@@ -65,7 +65,10 @@ def test_other_costs_sit_beside_package_spend_and_unequal_items_are_named(costed
     (item,) = data["unequal_items"]
     assert item["justification"] == SETUP and item["without"] == [A1, CPU1]
     assert [row["label"] for row in data["ranked"]] == [A8, A1, CPU1]  # equal packages, A8 faster; the CPU buys none (#45)
-    assert data["unequal_note"].endswith(f"Counted in, they would put {A1} first: compare the items before deciding.")
+    assert data["unequal_note"] == (
+        "The ranking orders by planned package spend, the items every configuration carries alike; other costs that "
+        "only some configurations carry are shown beside it and never decide the order. "
+        f"Counted in, they would put {A1} first: compare the items before deciding.")
     text = cli("decide", "merged", "--runs", runs)[1]
     assert f"  - {SETUP} (12.50 USD, {setup['record_id']}): not carried by {A1}; {CPU1}" in text
     assert cli("build", "--runs", runs, "--out", tmp_path / "site")[0] == 0

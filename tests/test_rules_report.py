@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from iteralab.decision.kinds import CORPUS, MODEL
 from iteralab.decision.question import Question
 from iteralab.decision.report import _conditions, _delivered, _observed, _sum, decide, decide_guarded
-from iteralab.money.catalog import load_catalog
+from iteralab.money.catalog import Catalog, Gpu, load_catalog
 from iteralab.store import records
 from iteralab.store.adaptation import NO_MODEL
 from iteralab.store.trials import trial_table
@@ -127,3 +127,15 @@ def test_each_condition_a_row_fails_is_said_once_whole_with_its_figures():
         "deadline: projected up to 1234.57 h, later than the 999.5 h until the deadline"]
     assert _conditions(row, dataclasses.replace(question, window_hours=Decimal("1234.5679"),
                                                 deadline_hours=Decimal("1234.5679"))) == []
+
+
+def test_a_card_to_measure_that_the_catalog_lists_no_package_for_says_so(tmp_path):
+    """Regression for #62: a card no configuration ran on, in a catalog made in code without packages, is listed to
+    measure with no plan, no price to measure it and the reason; the measured card is not listed."""
+    write_machine(tmp_path, "run-4090", RTX_4090, {"b1": [40, 41, 42, 43, 44]})
+    _, _, view = report_of(tmp_path)
+    bare = Catalog("by-hand", "code", {"rtx-4090": Gpu("rtx-4090", "RTX 4090", 1, Decimal("24")),
+                                       "a100-80gb": Gpu("a100-80gb", "A100 80GB", 1, Decimal("80"))}, {})
+    (card,) = decide(view, bare).to_measure
+    assert card["card"].slug == "a100-80gb" and (card["plan"], card["single"], card["measuring"]) == (None, None, None)
+    assert str(card["reason"]) == "catalog by-hand lists no package for A100 80GB"
