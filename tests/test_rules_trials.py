@@ -1,0 +1,17 @@
+"""Rules of store/trials.py that the mutation run (#62) found no selected test holding."""
+
+from iteralab.store.trials import left_out_words, phases_of
+
+
+def test_the_reasons_trials_count_in_no_figure_are_listed_with_a_comma():
+    """Regression for #62: each reason by its name and count, separated as a list is."""
+    assert str(left_out_words({"excluded": 1, "disturbed": 3})) == "1 excluded, 3 disturbed"
+    assert str(left_out_words({"failed": 2})) == "2 failed"
+
+
+def test_a_phase_this_version_does_not_know_is_shown_after_the_kinds_own_and_before_the_evaluation():
+    """Regression for #62: a phase a later version records (here 'zz_new') keeps its row, after prefill and decode,
+    before the evaluation and the writing of results."""
+    phases = dict.fromkeys(["environment_check", "model_load", "prefill", "decode", "zz_new", "evaluation"])
+    assert phases_of({"phases": phases}) == ("environment_check", "model_load", "compilation", "warmup", "measured_window",
+                                             "prefill", "decode", "zz_new", "evaluation", "writing_results")
