@@ -15,3 +15,13 @@ def test_a_phase_this_version_does_not_know_is_shown_after_the_kinds_own_and_bef
     phases = dict.fromkeys(["environment_check", "model_load", "prefill", "decode", "zz_new", "evaluation"])
     assert phases_of({"phases": phases}) == ("environment_check", "model_load", "compilation", "warmup", "measured_window",
                                              "prefill", "decode", "zz_new", "evaluation", "writing_results")
+
+
+def test_an_adaptation_trial_shows_its_first_steps_in_place_of_the_warm_up_and_an_unknown_phase_after_its_export():
+    """Regression for #62: an adaptation's first forward, backward and update stand in for the warm-up row; its
+    validation and export follow the measured window; a phase this version does not know comes after them."""
+    phases = dict.fromkeys(["environment_check", "model_load", "first_forward", "first_backward", "first_update",
+                            "measured_window", "validation", "export", "zz_new", "evaluation"])
+    assert phases_of({"phases": phases}) == (
+        "environment_check", "model_load", "compilation", "first_forward", "first_backward", "first_update",
+        "measured_window", "validation", "export", "zz_new", "evaluation", "writing_results")
