@@ -1,6 +1,8 @@
 """Rules of decision/report.py that the mutation run (#62) found no selected test holding."""
 
 import dataclasses
+import json
+import shutil
 from decimal import Decimal
 from types import SimpleNamespace
 
@@ -8,10 +10,11 @@ from iteralab.decision.kinds import CORPUS, MODEL
 from iteralab.decision.question import Question
 from iteralab.decision.report import _conditions, _delivered, _observed, _sum, decide, decide_guarded
 from iteralab.money.catalog import Catalog, Gpu, load_catalog
-from iteralab.store import records
+from iteralab.store import reading, records
 from iteralab.store.adaptation import NO_MODEL
 from iteralab.store.trials import trial_table
-from tests import factory
+from iteralab.store.views import campaign_views
+from tests import blocks, factory
 from tests.test_decision import RTX_4090, report_of, write_machine
 
 
@@ -139,3 +142,24 @@ def test_a_card_to_measure_that_the_catalog_lists_no_package_for_says_so(tmp_pat
     (card,) = decide(view, bare).to_measure
     assert card["card"].slug == "a100-80gb" and (card["plan"], card["single"], card["measuring"]) == (None, None, None)
     assert str(card["reason"]) == "catalog by-hand lists no package for A100 80GB"
+
+
+def test_a_serving_campaign_on_a_priced_card_is_answered_priced_in_every_line_of_the_decision(tmp_path):
+    """Regression for #62: a serving campaign's answer is priced from the catalog given, and it is the summary line
+    and the next step too, with no points of a corpus decision."""
+    base, campaign = blocks.BASES["serve"]
+    shutil.copytree(base / campaign, tmp_path / campaign)
+    (path,) = (tmp_path / campaign / "records").glob("*.jsonl")
+    written = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line]
+    for record in written:  # the fixture's machine, as if it had an RTX 4090 that both variants served on
+        if record["kind"] == "manifest":
+            record["environment"] = RTX_4090
+        elif record["kind"] == "trial":
+            record["variant_config"]["device"] = "cuda:0"
+    path.write_text("".join(json.dumps(record) + "\n" for record in written), encoding="utf-8")
+    (view,) = campaign_views(reading.load(tmp_path))
+    report = decide(view, load_catalog())
+    assert str(report.answer).endswith(" serves up to level 2 within the objective at the lowest cost: 0.58 USD per "
+                                       "million accepted output tokens (0.00 USD per 1,000 accepted requests), from a "
+                                       "3-day package of RTX 4090 at 47.14 USD.")
+    assert report.summary_line is report.answer and report.next_step is report.answer and report.points == ()
