@@ -1,6 +1,6 @@
 """Rules of store/trials.py that the mutation run (#62) found no selected test holding."""
 
-from iteralab.store.trials import left_out_words, phases_of
+from iteralab.store.trials import CSV_COLUMNS, OBJECT_COLUMNS, left_out_words, phases_of, trials_csv
 
 
 def test_the_reasons_trials_count_in_no_figure_are_listed_with_a_comma():
@@ -25,3 +25,16 @@ def test_an_adaptation_trial_shows_its_first_steps_in_place_of_the_warm_up_and_a
     assert phases_of({"phases": phases}) == (
         "environment_check", "model_load", "compilation", "first_forward", "first_backward", "first_update",
         "measured_window", "validation", "export", "zz_new", "evaluation", "writing_results")
+
+
+def test_an_empty_cell_of_the_trial_table_is_an_empty_cell_of_trials_csv_whether_none_or_nan():
+    """Regression for #62: a table put together from several (pandas fills a missing cell with NaN) writes NaN as it
+    writes None, an empty cell, never 'nan'."""
+    import pandas as pd
+
+    row = {**dict.fromkeys(OBJECT_COLUMNS), "record_id": "t-1", "accuracy": float("nan"), "macro_f1": 0.5,
+           "has_generation": False, "has_adaptation": False, "has_per_card": False}
+    header, line = trials_csv(pd.DataFrame([row], columns=OBJECT_COLUMNS)).split("\n")[:2]
+    assert header.split(",") == CSV_COLUMNS
+    cells = dict(zip(CSV_COLUMNS, line.split(","), strict=True))
+    assert (cells["record_id"], cells["accuracy"], cells["macro_f1"], cells["status"]) == ("t-1", "", "0.5", "")
