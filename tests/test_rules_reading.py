@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from iteralab.core.errors import UserError
-from iteralab.store import columns, reading
+from iteralab.store import columns, reading, records
+from tests import factory
 
 FIXTURE = Path(__file__).parent / "fixtures" / "demo-runs"
 TRIALS_FILE = "demo-rotten-tomatoes/records/run-vm-20261203T062412Z-7432b5c24c0c.jsonl"
@@ -183,3 +184,31 @@ def test_every_core_reads_the_files_given_with_as_many_processes_as_are_useful(t
     assert not any(columns.cache_exists(path) for path in paths)  # keep=False: the folder's cache will hold them
     reads = reading._on_every_core(paths[:1], 8)
     assert started == [3, 1] and columns.cache_exists(paths[0])
+
+
+def test_the_records_of_some_campaigns_come_with_the_whole_folders_problems(runs):
+    records.append(runs, factory.manifest("other", "run-other"))
+    with (runs / "demo-rotten-tomatoes" / "records" / "run-bad.jsonl").open("w", encoding="utf-8") as handle:
+        handle.write("{not a record\n")
+    table = reading.load_table(runs)
+    some = table.loaded(["other"])
+    assert [record["campaign"] for record in some.records] == ["other"] and some.sources == [
+        f"{records.records_file(runs, 'other', 'run-other').relative_to(runs).as_posix()}:1"]
+    assert some.problems == table.all_problems() and len(some.problems) == 1
+    every = table.loaded()
+    assert {record["campaign"] for record in every.records} == {"other", "demo-rotten-tomatoes"}
+    assert len(every.records) == len(table.frame)
+
+
+def test_only_withdrawals_that_void_name_voided_records():
+    void = {"kind": "withdrawal", "voided_id": "rental-1", "voided_kind": "rental"}
+    undo = {"kind": "withdrawal", "exclusion_id": "exclusion-1"}  # withdraws an exclusion: it voids nothing
+    other = {"kind": "rental", "voided_id": "rental-2"}  # not a withdrawal, whatever fields it holds
+    assert reading.voided_ids([void, undo, other]) == {"rental-1"}
+
+
+def test_many_files_are_shared_among_the_processes_in_whole_chunks(tmp_path, monkeypatch):
+    monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "cache"))
+    paths = _distinct_files(tmp_path, 17)  # more than 8 per process: a chunk of 17 // 16 files each
+    reads = reading._on_every_core(paths, 2, keep=False)
+    assert [read.table.num_rows for read in reads] == [21] * 17

@@ -1,6 +1,6 @@
 """Rules of store/trials.py that the mutation run (#62) found no selected test holding."""
 
-from iteralab.store.trials import CSV_COLUMNS, OBJECT_COLUMNS, left_out_words, phases_of, trials_csv
+from iteralab.store.trials import CSV_COLUMNS, OBJECT_COLUMNS, VariantSummary, left_out_words, phases_of, trials_csv
 
 
 def test_the_reasons_trials_count_in_no_figure_are_listed_with_a_comma():
@@ -38,3 +38,12 @@ def test_an_empty_cell_of_the_trial_table_is_an_empty_cell_of_trials_csv_whether
     assert header.split(",") == CSV_COLUMNS
     cells = dict(zip(CSV_COLUMNS, line.split(","), strict=True))
     assert (cells["record_id"], cells["accuracy"], cells["macro_f1"], cells["status"]) == ("t-1", "", "0.5", "")
+
+
+def test_a_configuration_counts_every_trial_left_out_unless_asked_for_its_successes_only():
+    """Regression for #62: by default every trial in no figure is counted by its reason, failed ones too."""
+    trials = tuple({"record_id": f"t-{index}", "status": status}
+                   for index, status in enumerate(("ok", "ok", "oom", "interrupted", "ok")))
+    summary = VariantSummary("b1", "s", {}, trials, excluded=frozenset({"t-0"}), disturbed=frozenset({"t-1"}))
+    assert summary.left_out_counts() == {"excluded": 1, "disturbed": 1, "failed": 1, "interrupted": 1}
+    assert summary.left_out_counts(successes=True) == {"excluded": 1, "disturbed": 1}
