@@ -212,3 +212,12 @@ def test_many_files_are_shared_among_the_processes_in_whole_chunks(tmp_path, mon
     paths = _distinct_files(tmp_path, 17)  # more than 8 per process: a chunk of 17 // 16 files each
     reads = reading._on_every_core(paths, 2, keep=False)
     assert [read.table.num_rows for read in reads] == [21] * 17
+
+
+def test_a_withdrawal_of_an_exclusion_the_folder_holds_is_no_problem(runs):
+    """Regression for #62: the exclusions that withdrawals name are looked up with the trials and voided records."""
+    exclusion = "exclusion-20261203T101256Z-cfdf9780d3b9"  # the fixture's
+    undo = records.make_record("withdrawal", campaign="demo-rotten-tomatoes", run_id="run-hand", exclusion_id=exclusion,
+                               reason="the ticket was for another host")
+    records.append(runs, undo)
+    assert reading.load_table(runs).all_problems() == []

@@ -1,6 +1,17 @@
 """Rules of store/trials.py that the mutation run (#62) found no selected test holding."""
 
-from iteralab.store.trials import CSV_COLUMNS, OBJECT_COLUMNS, VariantSummary, left_out_words, phases_of, trials_csv
+from iteralab.store.trials import (
+    CSV_COLUMNS,
+    NOT_RECORDED,
+    OBJECT_COLUMNS,
+    UNREADABLE,
+    VariantSummary,
+    initialisation,
+    initialised_runs,
+    left_out_words,
+    phases_of,
+    trials_csv,
+)
 
 
 def test_the_reasons_trials_count_in_no_figure_are_listed_with_a_comma():
@@ -47,3 +58,23 @@ def test_a_configuration_counts_every_trial_left_out_unless_asked_for_its_succes
     summary = VariantSummary("b1", "s", {}, trials, excluded=frozenset({"t-0"}), disturbed=frozenset({"t-1"}))
     assert summary.left_out_counts() == {"excluded": 1, "disturbed": 1, "failed": 1, "interrupted": 1}
     assert summary.left_out_counts(successes=True) == {"excluded": 1, "disturbed": 1}
+
+
+def test_cudas_initialisation_is_read_from_a_manifest_as_recorded_or_said_why_not():
+    """Regression for #62: a manifest's device_initialisation gives seconds, or the manifest's own reason, or why
+    nothing is counted; its devices are kept in every case where it has the field."""
+    def of(found):
+        return initialisation({"device_initialisation": found})
+
+    assert initialisation(None) == {"seconds": None, "reason": NOT_RECORDED, "devices": [], "recorded": False}
+    assert of({"duration_ns": None, "reason": "no CUDA device", "devices": ["cuda:0"]}) == {
+        "seconds": None, "reason": "no CUDA device", "devices": ["cuda:0"], "recorded": True}
+    assert of({"duration_ns": None}) == {"seconds": None, "reason": NOT_RECORDED, "devices": [], "recorded": True}
+    for unreadable in (True, "2", -1, float("inf")):
+        assert of({"duration_ns": unreadable, "devices": ["cuda:1"]}) == {
+            "seconds": None, "reason": UNREADABLE, "devices": ["cuda:1"], "recorded": True}
+    assert of({"duration_ns": 0}) == {"seconds": 0.0, "reason": None, "devices": [], "recorded": True}
+    assert of({"duration_ns": 2_500_000_000, "devices": ["cuda:0"]})["seconds"] == 2.5
+    assert initialised_runs([{"record_id": "m-1"}, {"record_id": "m-2"}]) == {}
+    assert initialised_runs([{"record_id": "m-1"}, {"record_id": "m-2", "device_initialisation": {"duration_ns": 1e9}}]) == {
+        "m-1": initialisation(None), "m-2": {"seconds": 1.0, "reason": None, "devices": [], "recorded": True}}
