@@ -221,3 +221,24 @@ def test_a_withdrawal_of_an_exclusion_the_folder_holds_is_no_problem(runs):
                                reason="the ticket was for another host")
     records.append(runs, undo)
     assert reading.load_table(runs).all_problems() == []
+
+
+def test_a_second_withdrawal_or_void_of_one_record_is_named_and_a_missing_one_by_its_kind(runs):
+    """Regression for #62: a withdrawal withdraws an exclusion and a void voids a record; the second of either names
+    the first, and one that names nothing of its kind says which kind, with its article."""
+    exclusion, rental = "exclusion-20261203T101256Z-cfdf9780d3b9", "rental-20261203T085833Z-8f6a0a6bf228"  # the fixture's
+
+    def withdrawal(**names):
+        record = records.make_record("withdrawal", campaign="demo-rotten-tomatoes", run_id="run-hand", reason="r",
+                                     **names)
+        records.append(runs, record)
+        return record["record_id"]
+
+    undo = [withdrawal(exclusion_id=exclusion) for _ in range(2)]
+    void = [withdrawal(voided_id=rental, voided_kind="rental") for _ in range(2)]
+    gone = withdrawal(voided_id="rental-gone", voided_kind="rental")
+    where = "demo-rotten-tomatoes/records/run-hand.jsonl"
+    assert reading.load_table(runs).all_problems() == [
+        f"{where}:2: withdrawal {undo[1]} withdraws exclusion {exclusion} again (first by {undo[0]}); the first one stands",
+        f"{where}:4: withdrawal {void[1]} voids rental {rental} again (first by {void[0]}); the first one stands",
+        f"{where}:5: withdrawal {gone} names rental rental-gone, which is not a rental of campaign demo-rotten-tomatoes"]
