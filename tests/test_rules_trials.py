@@ -10,6 +10,7 @@ from iteralab.store.trials import (
     initialised_runs,
     left_out_words,
     phases_of,
+    trial_table,
     trials_csv,
 )
 
@@ -78,3 +79,19 @@ def test_cudas_initialisation_is_read_from_a_manifest_as_recorded_or_said_why_no
     assert initialised_runs([{"record_id": "m-1"}, {"record_id": "m-2"}]) == {}
     assert initialised_runs([{"record_id": "m-1"}, {"record_id": "m-2", "device_initialisation": {"duration_ns": 1e9}}]) == {
         "m-1": initialisation(None), "m-2": {"seconds": 1.0, "reason": None, "devices": [], "recorded": True}}
+
+
+def test_each_trials_quality_figures_are_its_rows_as_recorded():
+    """Regression for #62: accuracy, macro-F1 and agreement come from the trial's quality.overall."""
+    from pathlib import Path
+
+    from iteralab.store import reading
+    from iteralab.store.views import campaign_views
+
+    (view,) = campaign_views(reading.load(Path(__file__).parent / "fixtures" / "demo-runs"))
+    table = trial_table(view)
+    for trial, (_, row) in zip(view.trials, table.iterrows(), strict=True):
+        overall = (trial.get("quality") or {}).get("overall") or {}
+        assert (row["accuracy"], row["macro_f1"], row["agreement"]) == (
+            overall.get("accuracy"), overall.get("macro_f1"), overall.get("agreement"))
+    assert table["accuracy"].notna().sum() >= 10
