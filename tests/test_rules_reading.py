@@ -242,3 +242,20 @@ def test_a_second_withdrawal_or_void_of_one_record_is_named_and_a_missing_one_by
         f"{where}:2: withdrawal {undo[1]} withdraws exclusion {exclusion} again (first by {undo[0]}); the first one stands",
         f"{where}:4: withdrawal {void[1]} voids rental {rental} again (first by {void[0]}); the first one stands",
         f"{where}:5: withdrawal {gone} names rental rental-gone, which is not a rental of campaign demo-rotten-tomatoes"]
+
+
+def test_a_voided_deliverable_is_no_first_delivery_and_later_repeats_are_still_named(runs):
+    """Regression for #62: a voided deliverable is passed over, and the deliverables read after it are still checked."""
+    campaign, first = "demo-rotten-tomatoes", "deliverable-20261203T085834Z-8f321ffcd1c9"  # the fixture's
+    records.append(runs, records.make_record("withdrawal", campaign=campaign, run_id="run-hand", reason="r",
+                                             voided_id=first, voided_kind="deliverable"))
+    trial = {"record_id": "trial-20261203T062412Z-43106eb4c6b5"}
+    # Each in a run file of its own: read in the order of the files' names, whatever their ids' random ends.
+    again = sorted((factory.deliverable(campaign, trial, corpus="e") for _ in range(2)), key=lambda r: f"{r['run_id']}.jsonl")
+    for record in again:
+        records.append(runs, record)
+    where = [f"{records.records_file(runs, campaign, r['run_id']).relative_to(runs).as_posix()}:1" for r in again]
+    assert reading.load_table(runs).all_problems() == [
+        f"{where[1]}: deliverable {again[1]['record_id']} (trial {trial['record_id']}) repeats the corpus "
+        f"sha256:eeeeeeeeeeee… of deliverable {again[0]['record_id']} (trial {trial['record_id']}) at {where[0]}; "
+        "one corpus is one deliverable, counted once"]

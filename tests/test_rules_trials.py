@@ -95,3 +95,21 @@ def test_each_trials_quality_figures_are_its_rows_as_recorded():
         assert (row["accuracy"], row["macro_f1"], row["agreement"]) == (
             overall.get("accuracy"), overall.get("macro_f1"), overall.get("agreement"))
     assert table["accuracy"].notna().sum() >= 10
+
+
+def test_an_adaptation_trials_useful_seconds_are_its_time_to_the_validated_model():
+    """Regression for #62: the decision reads an adaptation trial's window as the time to its validated model, not
+    the measured window alone."""
+    from iteralab.store import adaptation, reading
+    from iteralab.store.views import campaign_views
+    from tests import blocks
+
+    base, campaign = blocks.BASES["adapt"]
+    (view,) = [view for view in campaign_views(reading.load(base)) if view.name == campaign]
+    table = trial_table(view)
+    ok = [(trial, row) for trial, (_, row) in zip(view.trials, table.iterrows(), strict=True) if trial["status"] == "ok"]
+    assert ok
+    for trial, row in ok:
+        model = adaptation.model_seconds(trial)
+        assert model is not None and row["window_s"] == model
+        assert model != trial["phases"]["measured_window"]["duration_ns"] / 1e9
