@@ -113,3 +113,6 @@ def test_an_adaptation_trials_useful_seconds_are_its_time_to_the_validated_model
         model = adaptation.model_seconds(trial)
         assert model is not None and row["window_s"] == model
         assert model != trial["phases"]["measured_window"]["duration_ns"] / 1e9
+        # Its one-time seconds are those the model's time does not hold (a CPU run: no CUDA initialisation to add).
+        outside = [trial["phases"].get(name, {}).get("duration_ns") for name in adaptation.OUTSIDE_MODEL]
+        assert row["one_time_s"] == sum(value for value in outside if value is not None) / 1e9
