@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from iteralab.core import processes
 from iteralab.core.errors import UserError
 from iteralab.store import columns, reading, records
 from tests import factory
+from tests.test_cache import FIXTURE, TRIALS_FILE
 
-FIXTURE = Path(__file__).parent / "fixtures" / "demo-runs"
-TRIALS_FILE = "demo-rotten-tomatoes/records/run-vm-20261203T062412Z-7432b5c24c0c.jsonl"
 APPENDED_ONLY = ("changed while it was being read ({why}); records are only ever appended: if another program "
                  "rewrote it, restore it, then run the command again")
 
@@ -142,8 +142,6 @@ def _distinct_files(folder: Path, count: int) -> list[Path]:
 
 
 def test_files_are_parsed_on_every_core_only_above_the_threshold_and_with_two_cold_files(tmp_path, monkeypatch):
-    from iteralab.core import processes
-
     monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "cache"))
     paths = _distinct_files(tmp_path, 3)
     started = []
@@ -171,8 +169,6 @@ def test_files_are_parsed_on_every_core_only_above_the_threshold_and_with_two_co
 
 
 def test_every_core_reads_the_files_given_with_as_many_processes_as_are_useful(tmp_path, monkeypatch):
-    from iteralab.core import processes
-
     monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "cache"))
     paths = _distinct_files(tmp_path, 2)
     started = []

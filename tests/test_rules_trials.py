@@ -1,5 +1,8 @@
 """Rules of store/trials.py that the mutation run (#62) found no selected test holding."""
 
+import pandas as pd
+
+from iteralab.store import adaptation, reading
 from iteralab.store.trials import (
     CSV_COLUMNS,
     NOT_RECORDED,
@@ -13,6 +16,9 @@ from iteralab.store.trials import (
     trial_table,
     trials_csv,
 )
+from iteralab.store.views import campaign_views
+from tests import blocks
+from tests.test_cache import FIXTURE
 
 
 def test_the_reasons_trials_count_in_no_figure_are_listed_with_a_comma():
@@ -42,8 +48,6 @@ def test_an_adaptation_trial_shows_its_first_steps_in_place_of_the_warm_up_and_a
 def test_an_empty_cell_of_the_trial_table_is_an_empty_cell_of_trials_csv_whether_none_or_nan():
     """Regression for #62: a table put together from several (pandas fills a missing cell with NaN) writes NaN as it
     writes None, an empty cell, never 'nan'."""
-    import pandas as pd
-
     row = {**dict.fromkeys(OBJECT_COLUMNS), "record_id": "t-1", "accuracy": float("nan"), "macro_f1": 0.5,
            "has_generation": False, "has_adaptation": False, "has_per_card": False}
     header, line = trials_csv(pd.DataFrame([row], columns=OBJECT_COLUMNS)).split("\n")[:2]
@@ -83,12 +87,7 @@ def test_cudas_initialisation_is_read_from_a_manifest_as_recorded_or_said_why_no
 
 def test_each_trials_quality_figures_are_its_rows_as_recorded():
     """Regression for #62: accuracy, macro-F1 and agreement come from the trial's quality.overall."""
-    from pathlib import Path
-
-    from iteralab.store import reading
-    from iteralab.store.views import campaign_views
-
-    (view,) = campaign_views(reading.load(Path(__file__).parent / "fixtures" / "demo-runs"))
+    (view,) = campaign_views(reading.load(FIXTURE))
     table = trial_table(view)
     for trial, (_, row) in zip(view.trials, table.iterrows(), strict=True):
         overall = (trial.get("quality") or {}).get("overall") or {}
@@ -100,10 +99,6 @@ def test_each_trials_quality_figures_are_its_rows_as_recorded():
 def test_an_adaptation_trials_useful_seconds_are_its_time_to_the_validated_model():
     """Regression for #62: the decision reads an adaptation trial's window as the time to its validated model, not
     the measured window alone."""
-    from iteralab.store import adaptation, reading
-    from iteralab.store.views import campaign_views
-    from tests import blocks
-
     base, campaign = blocks.BASES["adapt"]
     (view,) = [view for view in campaign_views(reading.load(base)) if view.name == campaign]
     table = trial_table(view)
