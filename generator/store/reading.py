@@ -62,7 +62,8 @@ class RecordTable:
 
     def places(self, rows) -> list[str]:
         """Return 'file:line' of each of ROWS (a slice of the frame)."""
-        return [f"{self.shown[file]}:{line}" for file, line in zip(rows["file"].tolist(), rows["line"].tolist(), strict=True)]
+        files, lines = rows["file"].tolist(), rows["line"].tolist()
+        return [f"{self.shown[file]}:{lines[position]}" for position, file in enumerate(files)]
 
     def all_problems(self) -> list[str]:
         """Return the lines skipped (less the torn writes a resume closed: ``torn``), repeated deliverables and references to nothing."""
@@ -70,12 +71,13 @@ class RecordTable:
             # All are found among a few kinds of records, read for every campaign.
             light = self.frame[self.frame["kind"].isin(("deliverable", "exclusion", "withdrawal", "resumption")).to_numpy()]
             few = Loaded(self.records(light), self.places(light))
-            paths = dict(zip(self.shown, self.paths, strict=True))
+            paths = {name: self.paths[index] for index, name in enumerate(self.shown)}
             problems, self.torn = torn.set_apart(self.problems, few.of_kind("resumption"), paths)
             named = {r.get("exclusion_id") or r.get("voided_id") for r in few.of_kind("withdrawal")}
             named |= {trial for r in few.of_kind("exclusion") for trial in r["trials"]}
             known = self.frame[self.frame["record_id"].isin(list(named)).to_numpy()]
-            kinds = dict(zip(zip(known["campaign"], known["record_id"], strict=True), known["kind"], strict=True))
+            kinds = {(campaign, record_id): kind
+                     for campaign, record_id, kind in known[["campaign", "record_id", "kind"]].to_numpy().tolist()}
             _repeated_deliverables(few, problems)
             _unknown_references(few, kinds, problems)
             self._all_problems = problems
@@ -126,7 +128,8 @@ def load_table(runs_dir: Path, files: list[Path] | None = None, *, shown: list[s
 def _unknown_references(loaded: Loaded, kinds: dict, problems: list[str]) -> None:
     """Report an exclusion naming a trial its campaign lacks, and a withdrawal or void naming a record it lacks."""
     withdrawn: dict[tuple, str] = {}
-    for record, where in zip(loaded.records, loaded.sources, strict=True):
+    for position, record in enumerate(loaded.records):
+        where = loaded.sources[position]
         if record["kind"] == "exclusion":
             for trial_id in record["trials"]:
                 if kinds.get((record["campaign"], trial_id)) != "trial":
@@ -151,7 +154,8 @@ def _repeated_deliverables(loaded: Loaded, problems: list[str]) -> None:
     """Report a corpus delivered twice (two teams' folders merged): it is one deliverable, counted once."""
     voided = {(r["campaign"], r["voided_id"]) for r in loaded.records if r["kind"] == "withdrawal" and "voided_id" in r}
     first: dict[tuple, tuple[dict, str]] = {}
-    for record, where in zip(loaded.records, loaded.sources, strict=True):
+    for position, record in enumerate(loaded.records):
+        where = loaded.sources[position]
         if record["kind"] != "deliverable" or (record["campaign"], record["record_id"]) in voided:
             continue  # a voided deliverable counts nowhere: delivering its corpus again is no repeat
         key = (record["campaign"], record["corpus_fingerprint"])
@@ -218,8 +222,9 @@ def _each_file(paths: list[Path], folded_next: bool = False) -> list:
     cold = [index for index in cold if index not in twins]
     cores = processes.available_cores()
     if cores > 1 and len(cold) > 1 and sum(_size(paths[index]) for index in cold) >= PARALLEL_BYTES:
-        for index, result in zip(cold, _on_every_core([paths[index] for index in cold], cores, not folded_next), strict=True):
-            results[index] = result
+        parsed = _on_every_core([paths[index] for index in cold], cores, not folded_next)
+        for position, index in enumerate(cold):
+            results[index] = parsed[position]
     seen: dict = {}  # the lines this read parsed
     for index, path in enumerate(paths):
         if results[index] is None and index not in twins:
@@ -297,10 +302,11 @@ def _read_all(runs_dir: Path, paths: list[Path], shown: list[str] | None = None,
         reads = [None] * len(paths)
     else:
         stamps = [folded.stamp(path) for path in paths] if stats is None else [folded.stamp_of(info) for info in stats]
-        reads = [whole.kept(name, stamp) for name, stamp in zip(shown, stamps, strict=True)]
+        reads = [whole.kept(shown[index], stamp) for index, stamp in enumerate(stamps)]
     rest = [index for index, read in enumerate(reads) if read is None]
-    for index, read in zip(rest, _each_file([paths[index] for index in rest], folded_next=whole is None), strict=True):
-        reads[index] = read
+    fresh = _each_file([paths[index] for index in rest], folded_next=whole is None)
+    for position, index in enumerate(rest):
+        reads[index] = fresh[position]
     file_problems, digests = [], []
     for index, read in enumerate(reads):
         if isinstance(read, OSError):
@@ -350,8 +356,8 @@ def _drop_copies(table: RecordTable, file_problems: list[list[str]]) -> None:
     if len(later):
         mine, theirs = table.records(frame.iloc[later]), table.records(frame.iloc[earlier])
         files = frame["file"].to_numpy()
-        for position, (one, other) in enumerate(zip(mine, theirs, strict=True)):
-            if one != other:
+        for position, one in enumerate(mine):
+            if one != theirs[position]:
                 row, first = frame.index[later[position]], frame.index[earlier[position]]
                 file_problems[files[later[position]]].append(
                     f"{table.where(row)}: record_id {ids[later[position]]} already read with other content at "
