@@ -159,7 +159,9 @@ def test_a_serving_campaign_on_a_priced_card_is_answered_priced_in_every_line_of
     path.write_text("".join(json.dumps(record) + "\n" for record in written), encoding="utf-8")
     (view,) = campaign_views(reading.load(tmp_path))
     report = decide(view, load_catalog())
+    # 47.14 USD / 72 h = 0.6547…/h; level 2 served 6 requests, 24 tokens, in 0.0763 s: 0.6547 × 0.0763 / 3600 × 1000 / 6
+    # = 0.0023 per 1,000 requests (under half a cent: two significant digits, not 0.00), × 10⁶ / 24 = 0.58 per million
     assert str(report.answer).endswith(" serves up to level 2 within the objective at the lowest cost: 0.58 USD per "
-                                       "million accepted output tokens (0.00 USD per 1,000 accepted requests), from a "
+                                       "million accepted output tokens (0.0023 USD per 1,000 accepted requests), from a "
                                        "3-day package of RTX 4090 at 47.14 USD.")
     assert report.summary_line is report.answer and report.next_step is report.answer and report.points == ()

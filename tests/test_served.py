@@ -6,6 +6,7 @@ from math import comb
 
 import pytest
 
+from iteralab.money.rates import rate
 from iteralab.serving import figures as served
 from iteralab.serving.figures import (
     agreement,
@@ -235,6 +236,21 @@ def test_cost_per_million_tokens_and_thousand_requests_in_exact_cents():
     assert half["per_million_accepted_output_tokens"] == half["per_thousand_accepted_requests"] == Decimal("0.13")
     with pytest.raises(TypeError):
         cost(price_per_hour=2.5, level_figures=_capacity_level(10.0, 10_000, 20))
+
+
+def test_cost_under_half_a_cent_keeps_two_significant_digits():
+    """A cost per 1,000 requests under half a cent is not said 0.00, as if free: two significant digits, half up."""
+    # 1.00/h, 100 requests in 1 s = 360,000/h: 1.00 / 360 = 0.0027777… per 1,000; 10⁶ tokens/s: 0.00027777… per million
+    cheap = cost(price_per_hour=Decimal("1.00"), level_figures=_capacity_level(1.0, 1_000_000, 100))
+    assert cheap["per_thousand_accepted_requests"] == Decimal("0.0028")
+    assert str(cheap["per_thousand_accepted_requests"]) == "0.0028"
+    assert str(cheap["per_million_accepted_output_tokens"]) == "0.00028"
+    # 0.005 exactly is a cent, half up, as prices are stated; 0.0049 stays below it
+    assert str(rate(Decimal("0.005"))) == "0.01"
+    assert str(rate(Decimal("0.00495"))) == "0.0050"
+    assert str(rate(Decimal("0.0049"))) == "0.0049"
+    assert str(rate(Decimal("0"))) == "0.00"
+    assert str(rate(Decimal("12.345"))) == "12.35"
 
 
 def test_cost_undefined_cases_say_why():

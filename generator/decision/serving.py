@@ -15,7 +15,7 @@ import math
 from decimal import Decimal
 
 from iteralab.core.language import Figure, Text
-from iteralab.money.catalog import money
+from iteralab.money.rates import rate
 from iteralab.money.schedule import package_plans
 from iteralab.store.configuration import catalog_card
 
@@ -101,9 +101,9 @@ def _costs(found: dict, price: dict) -> dict:
         costs["cost_reason"] = Text("no accepted output token at the objective")
     else:
         per_second = price["per_hour"] * Decimal(str(found["duration_s"])) / SECONDS_PER_HOUR
-        costs["per_million_accepted_output_tokens"] = money(per_second * 10**6 / Decimal(found["accepted_output_tokens"]))
+        costs["per_million_accepted_output_tokens"] = rate(per_second * 10**6 / Decimal(found["accepted_output_tokens"]))
         if found["accepted_requests"]:
-            costs["per_thousand_accepted_requests"] = money(per_second * 1000 / Decimal(found["accepted_requests"]))
+            costs["per_thousand_accepted_requests"] = rate(per_second * 1000 / Decimal(found["accepted_requests"]))
     return costs
 
 

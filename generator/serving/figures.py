@@ -6,7 +6,7 @@ import math
 from decimal import Decimal
 from fractions import Fraction
 
-from iteralab.money.catalog import money
+from iteralab.money.rates import RULE, rate
 
 METHOD = "order statistics"
 AGREEMENT_METHOD = "text, edges trimmed"  # transformers serve gives text, not token ids, so text is what can be compared
@@ -18,7 +18,7 @@ FIRST_IDS = 20
 # its loop is nearly never idle: requests leave late and token arrivals are stamped late, so the latencies measured may
 # be the client's own queue rather than the server's. Below that, the loop still waits on the network most of the time.
 CLIENT_BOUND_CORES = 0.9
-ROUNDING = "cents, half up (money.catalog.money), from the unrounded ratio"
+ROUNDING = RULE
 
 
 def _share(value, name: str) -> Fraction:
@@ -275,7 +275,7 @@ def cost(*, price_per_hour: Decimal, level_figures: dict | None) -> dict:
             reasons[key] = none_reason
         else:
             # price/h ÷ (count/duration × 3600 per hour) × PER, multiplied out so one division is rounded, once
-            found[key] = money(price_per_hour * duration * per / (Decimal(count) * SECONDS_PER_HOUR))
+            found[key] = rate(price_per_hour * duration * per / (Decimal(count) * SECONDS_PER_HOUR))
     return found
 
 
