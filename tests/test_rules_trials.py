@@ -1,14 +1,22 @@
 """Rules of store/trials.py that the mutation run (#62) found no selected test holding."""
 
-import pandas as pd
+import math
+from dataclasses import replace
 
-from iteralab.store import adaptation, reading
+import pandas as pd
+import pytest
+
+from iteralab.store import adaptation, reading, records
 from iteralab.store.trials import (
+    _NO_GENERATION,
     CSV_COLUMNS,
+    GENERATION_COLUMNS,
+    GENERATION_FIGURES,
     NOT_RECORDED,
     OBJECT_COLUMNS,
     UNREADABLE,
     VariantSummary,
+    _generation_cells,
     initialisation,
     initialised_runs,
     left_out_words,
@@ -17,7 +25,7 @@ from iteralab.store.trials import (
     trials_csv,
 )
 from iteralab.store.views import campaign_views
-from tests import blocks
+from tests import blocks, factory
 from tests.test_cache import FIXTURE
 
 
@@ -111,3 +119,99 @@ def test_an_adaptation_trials_useful_seconds_are_its_time_to_the_validated_model
         # Its one-time seconds are those the model's time does not hold (a CPU run: no CUDA initialisation to add).
         outside = [trial["phases"].get(name, {}).get("duration_ns") for name in adaptation.OUTSIDE_MODEL]
         assert row["one_time_s"] == sum(value for value in outside if value is not None) / 1e9
+
+
+def _view_of(kind):
+    base, campaign = blocks.BASES[kind]
+    (view,) = [view for view in campaign_views(reading.load(base)) if view.name == campaign]
+    return view
+
+
+def test_a_generation_trials_cells_are_its_record_as_written():
+    """Regression for #62: prefill and decode seconds from its phases, each figure from its generation object, the
+    match with the reference from its quality, the KV cache's estimate and measure: every cell of every trial."""
+    view = _view_of("generate")
+    table = trial_table(view)
+    for trial, (_, row) in zip(view.trials, table.iterrows(), strict=True):
+        block, phases = trial["generation"], trial["phases"]
+        # seconds as trials.csv writes them, to the microsecond
+        assert row["prefill_s"] == f"{phases['prefill']['duration_ns'] / 1e9:.6f}" != "0.000000"
+        assert row["decode_s"] == f"{phases['decode']['duration_ns'] / 1e9:.6f}" != "0.000000"
+        assert [row[name] for name in GENERATION_FIGURES] == [block[name] for name in GENERATION_FIGURES]
+        assert row["reference_match"] == trial["quality"]["overall"]["reference_match"] is not None
+        kv = block["kv_cache"]
+        assert (row["kv_cache_estimate_bytes"], row["kv_cache_measured_bytes"]) == (kv["estimate_bytes"], kv["measured_bytes"])
+        assert kv["estimate_bytes"] != kv["measured_bytes"]
+        assert row["has_generation"] is True
+    assert not table[GENERATION_FIGURES].isna().any().any()
+
+
+def test_a_trial_is_a_generation_trial_by_its_generation_object_or_either_of_its_phases():
+    """Regression for #62: a trial that failed before its figures still has the generation columns (its phases), and
+    one that recorded its figures but no phase too; a classification trial has none."""
+    assert _generation_cells({}, {}, {}) is _NO_GENERATION and _NO_GENERATION["has_generation"] is False
+    assert set(_NO_GENERATION) == {*GENERATION_COLUMNS, "has_generation"} and not any(
+        _NO_GENERATION[name] for name in GENERATION_COLUMNS)
+    figures = _generation_cells({"generation": {"output_tokens": 5, "kv_cache": {"estimate_bytes": 7}}}, {}, {})
+    assert (figures["output_tokens"], figures["kv_cache_estimate_bytes"], figures["has_generation"]) == (5, 7, True)
+    assert figures["prefill_s"] is None
+    prefill = _generation_cells({}, {"prefill": {"duration_ns": 2 * 10**9}}, {"reference_match": 0.5})
+    assert (prefill["prefill_s"], prefill["decode_s"], prefill["reference_match"], prefill["has_generation"]) == (
+        "2.000000", None, 0.5, True)
+    decode = _generation_cells({}, {"decode": {"duration_ns": 3 * 10**9}}, {})
+    assert (decode["prefill_s"], decode["decode_s"], decode["has_generation"]) == (None, "3.000000", True)
+
+
+@pytest.mark.parametrize(("kind", "column", "own"), [("generate", "has_generation", ("generation", "prefill", "decode")),
+                                                     ("adapt", "has_adaptation", ("adaptation", *adaptation.BEFORE_WINDOW))])
+def test_a_campaign_of_a_kind_has_its_columns_though_no_trial_reached_them(kind, column, own):
+    """Regression for #62 (and #61): a generate or adapt campaign whose trials all stopped before their own phases
+    still writes its kind's columns; a classification campaign writes neither."""
+    view = _view_of(kind)
+    stopped = tuple({**{key: value for key, value in trial.items() if key not in own},
+                     "phases": {name: phase for name, phase in trial["phases"].items() if name not in own}}
+                    for trial in view.trials)
+    assert trial_table(replace(view, trials=stopped))[column].tolist() == [True] * len(stopped)
+    (classified,) = campaign_views(reading.load(FIXTURE))
+    table = trial_table(classified)
+    assert table["has_generation"].tolist() == table["has_adaptation"].tolist() == [False] * len(classified.trials)
+
+
+def test_each_trial_row_says_its_exclusion_its_prediction_file_and_its_one_time_seconds_with_cudas_initialisation(tmp_path):
+    """Regression for #62: an excluded trial names its exclusion and rule and is set aside; a trial's row holds its
+    predictions' sha256 and whether its corpus was accepted; CUDA's initialisation is added to the one-time seconds of
+    its own run's trials only; a failed trial's seconds are empty (NaN), and both columns stay floats."""
+    timed = factory.manifest()
+    timed["device_initialisation"] = {"duration_ns": 2 * 10**9, "devices": ["cuda:0"]}
+    other = factory.manifest(run_id="run-2")
+    first = factory.trial(timed, seconds=1.0)
+    failed = factory.trial(timed, status="error", failed_phase="measured_window", sequence=2, repetition=2)
+    plain = factory.trial(other, seconds=2.0, sequence=1, accepted=False)
+    excluded = factory.trial(other, seconds=3.0, sequence=2, repetition=2)
+    exclusion = records.make_record("exclusion", campaign="camp", run_id="run-x", rule="the host was shared",
+                                    trials=[excluded["record_id"]], document={"text": "t"}, checked_configurations=[])
+    for record in (timed, other, first, failed, plain, excluded, exclusion):
+        records.append(tmp_path, record)
+    (view,) = campaign_views(reading.load(tmp_path))
+    table = trial_table(view)
+    rows = {row["record_id"]: row for row in table.to_dict("records")}
+    once = 4 * 1_000_000 / 1e9  # the factory's environment check, model load, compilation and warm-up: 1 ms each
+    row = rows[first["record_id"]]
+    assert (row["window_s"], row["one_time_s"]) == (1.0, once + 2.0)
+    assert (row["predictions_sha256"], row["accepted"], row["set_aside"]) == (factory.SHA, True, False)
+    assert pd.isna(row["excluded_by"]) and pd.isna(row["exclusion_rule"])  # a text column's empty cell
+    row = rows[plain["record_id"]]
+    assert (row["window_s"], row["one_time_s"], row["accepted"]) == (2.0, once, False)
+    row = rows[excluded["record_id"]]
+    assert (row["excluded_by"], row["exclusion_rule"], row["set_aside"]) == (
+        exclusion["record_id"], "the host was shared", True)
+    row = rows[failed["record_id"]]
+    assert math.isnan(row["window_s"]) and math.isnan(row["one_time_s"]) and pd.isna(row["predictions_sha256"])
+    assert row["accepted"] is False
+    assert table["window_s"].dtype == table["one_time_s"].dtype == "float64"
+
+
+def test_a_configuration_without_a_label_is_shown_by_its_variants_name():
+    """Regression for #62."""
+    assert VariantSummary(name="b8", series="batch", config={}, trials=()).label == "b8"
+    assert VariantSummary(name="b8", series="batch", config={}, trials=(), label="batch 8").label == "batch 8"
