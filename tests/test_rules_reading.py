@@ -255,3 +255,17 @@ def test_a_voided_deliverable_is_no_first_delivery_and_later_repeats_are_still_n
         f"{where[1]}: deliverable {again[1]['record_id']} (trial {trial['record_id']}) repeats the corpus "
         f"sha256:eeeeeeeeeeee… of deliverable {again[0]['record_id']} (trial {trial['record_id']}) at {where[0]}; "
         "one corpus is one deliverable, counted once"]
+
+
+def test_a_callers_listing_is_read_as_given_its_files_by_its_names(runs):
+    """Regression for #62: the build passes the records files it listed, with their names and stats; exactly those files
+    are read, and their rows and problems carry the names given (not worked out again from the paths)."""
+    records.append(runs, factory.manifest("other", "run-other"))
+    other = records.records_file(runs, "other", "run-other")
+    with other.open("a", encoding="utf-8") as handle:
+        handle.write("{not a record\n")
+    table = reading.load_table(runs, [other], shown=["as-listed/records/other.jsonl"], stats=[other.stat()])
+    assert table.shown == ["as-listed/records/other.jsonl"] and table.paths == [other]
+    assert set(table.frame["campaign"]) == {"other"}
+    assert table.loaded().sources == ["as-listed/records/other.jsonl:1"]
+    assert [problem.split(": ")[0] for problem in table.problems] == ["as-listed/records/other.jsonl:2"]
