@@ -8,7 +8,10 @@ import pytest
 
 from iteralab.store import adaptation, reading, records
 from iteralab.store.trials import (
+    _NO_ADAPTATION,
     _NO_GENERATION,
+    ADAPTATION_COLUMNS,
+    ADAPTATION_FIGURES,
     CSV_COLUMNS,
     GENERATION_COLUMNS,
     GENERATION_FIGURES,
@@ -16,7 +19,11 @@ from iteralab.store.trials import (
     OBJECT_COLUMNS,
     UNREADABLE,
     VariantSummary,
+    _adaptation_cells,
     _generation_cells,
+    _per_card_cells,
+    _seconds,
+    card_and_set,
     initialisation,
     initialised_runs,
     left_out_words,
@@ -215,3 +222,56 @@ def test_a_configuration_without_a_label_is_shown_by_its_variants_name():
     """Regression for #62."""
     assert VariantSummary(name="b8", series="batch", config={}, trials=()).label == "b8"
     assert VariantSummary(name="b8", series="batch", config={}, trials=(), label="batch 8").label == "batch 8"
+
+
+def test_an_adaptation_trials_cells_are_its_record_as_written():
+    """Regression for #62: each phase's seconds, the method (the variant's when the block lacks it), the effective
+    batch, the figures, the parameters, the memory estimate beside each measured peak, the export and both losses."""
+    block = {"method": "lora", "effective_batch": {"microbatch": 4, "accumulation": 2, "examples": 8},
+             **{name: float(index + 1) for index, name in enumerate(ADAPTATION_FIGURES)},
+             "parameters": {"trainable_parameters": 10, "total_parameters": 100},
+             "memory": {"estimate": {"total_bytes": 1000},
+                        "measured": {name: 2000 + index for index, name in enumerate(adaptation.PEAKS)}},
+             "export": {"sha256": "e" * 64, "bytes": 22}, "losses": {"first_update": 0.7, "validation": 0.6}}
+    own = (*adaptation.BEFORE_WINDOW, *adaptation.AFTER_WINDOW)
+    phases = {name: {"duration_ns": (index + 1) * 10**9} for index, name in enumerate(own)}
+    cells = _adaptation_cells({"adaptation": block, "variant_config": {"method": "all"}}, phases)
+    assert set(cells) == {*ADAPTATION_COLUMNS, "has_adaptation"}
+    assert [cells[f"{name}_s"] for name in own] == [f"{index + 1}.000000" for index in range(len(own))]
+    assert (cells["method"], cells["microbatch"], cells["accumulation"], cells["effective_batch"]) == ("lora", 4, 2, 8)
+    assert [cells[name] for name in ADAPTATION_FIGURES] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert (cells["trainable_parameters"], cells["total_parameters"], cells["memory_estimate_total_bytes"]) == (10, 100, 1000)
+    assert [cells[name] for name in adaptation.PEAKS] == [2000, 2001, 2002]
+    assert (cells["export_sha256"], cells["export_bytes"], cells["first_update_loss"], cells["validation_loss"]) == (
+        "e" * 64, 22, 0.7, 0.6)
+    assert cells["has_adaptation"] is True
+    unnamed = _adaptation_cells({"adaptation": {"updates": 1}, "variant_config": {"method": "all"}}, {})
+    assert (unnamed["method"], unnamed["updates"], unnamed["first_forward_s"], unnamed["has_adaptation"]) == (
+        "all", 1, None, True)
+
+
+def test_a_trial_is_an_adaptation_trial_by_its_adaptation_object_or_its_first_steps():
+    """Regression for #62: a trial that stopped in its first forward pass has the adaptation columns; a validation or
+    export phase alone does not make one, and a classification trial has none."""
+    assert _adaptation_cells({}, {}) is _NO_ADAPTATION and _NO_ADAPTATION["has_adaptation"] is False
+    assert set(_NO_ADAPTATION) == {*ADAPTATION_COLUMNS, "has_adaptation"} and not any(
+        _NO_ADAPTATION[name] for name in ADAPTATION_COLUMNS)
+    for name in adaptation.BEFORE_WINDOW:
+        stopped = _adaptation_cells({"variant_config": {"method": "lora"}}, {name: {"duration_ns": 10**9}})
+        assert (stopped[f"{name}_s"], stopped["method"], stopped["has_adaptation"]) == ("1.000000", "lora", True)
+    assert _adaptation_cells({}, {"validation": {"duration_ns": 1}, "export": {"duration_ns": 1}}) is _NO_ADAPTATION
+    real = _view_of("adapt")
+    for trial, (_, row) in zip(real.trials, trial_table(real).iterrows(), strict=True):
+        exported = trial["adaptation"]["export"]
+        assert (row["export_sha256"], row["export_bytes"], row["has_adaptation"]) == (
+            exported["sha256"], exported["bytes"], True) and exported["bytes"] > 0
+
+
+def test_a_per_card_trial_names_its_card_and_set_and_others_none():
+    """Regression for #62: a trial run one per card at the same time carries its card and set; any other, none."""
+    assert card_and_set({"per_card": {"card": 1, "set": "set-2"}}) == {"card": 1, "card_set": "set-2"}
+    assert card_and_set({}) is None and card_and_set({"per_card": "set-2"}) is None
+    assert _per_card_cells({"per_card": {"card": 0, "set": "set-1"}}) == {"card": 0, "card_set": "set-1",
+                                                                            "has_per_card": True}
+    assert _per_card_cells({}) == {"card": None, "card_set": None, "has_per_card": False}
+    assert (_seconds(1_500_000_000), _seconds(0), _seconds(None)) == ("1.500000", "0.000000", None)
