@@ -275,3 +275,4 @@ def test_a_per_card_trial_names_its_card_and_set_and_others_none():
                                                                             "has_per_card": True}
     assert _per_card_cells({}) == {"card": None, "card_set": None, "has_per_card": False}
     assert (_seconds(1_500_000_000), _seconds(0), _seconds(None)) == ("1.500000", "0.000000", None)
+    assert _seconds(86_400 * 10**9) == "86400.000000"  # a day-long adaptation window, to the microsecond
