@@ -246,10 +246,17 @@ def test_a_voided_deliverable_is_no_first_delivery_and_later_repeats_are_still_n
     records.append(runs, records.make_record("withdrawal", campaign=campaign, run_id="run-hand", reason="r",
                                              voided_id=first, voided_kind="deliverable"))
     trial = {"record_id": "trial-20261203T062412Z-43106eb4c6b5"}
+    # The same corpus delivered before them (its file read first) and voided: no first delivery either.
+    voided = records.make_record("deliverable", campaign=campaign, run_id="run-a-voided", trial_id=trial["record_id"],
+                                 name="final corpus", corpus_fingerprint="sha256:" + "e" * 64, predictions_sha256=factory.SHA)
+    records.append(runs, voided)
+    records.append(runs, records.make_record("withdrawal", campaign=campaign, run_id="run-hand", reason="r",
+                                             voided_id=voided["record_id"], voided_kind="deliverable"))
     # Each in a run file of its own: read in the order of the files' names, whatever their ids' random ends.
     again = sorted((factory.deliverable(campaign, trial, corpus="e") for _ in range(2)), key=lambda r: f"{r['run_id']}.jsonl")
     for record in again:
         records.append(runs, record)
+    records.append(runs, factory.deliverable(campaign, trial, corpus="d"))  # another corpus: its own deliverable
     where = [f"{records.records_file(runs, campaign, r['run_id']).relative_to(runs).as_posix()}:1" for r in again]
     assert reading.load_table(runs).all_problems() == [
         f"{where[1]}: deliverable {again[1]['record_id']} (trial {trial['record_id']}) repeats the corpus "
@@ -269,3 +276,11 @@ def test_a_callers_listing_is_read_as_given_its_files_by_its_names(runs):
     assert set(table.frame["campaign"]) == {"other"}
     assert table.loaded().sources == ["as-listed/records/other.jsonl:1"]
     assert [problem.split(": ")[0] for problem in table.problems] == ["as-listed/records/other.jsonl:2"]
+
+
+def test_a_records_file_is_a_jsonl_file_in_a_records_folder():
+    """Regression for #62: corpus copies under inputs/ are JSON Lines too, and a records folder holds other files."""
+    assert reading.is_records_file("records/run-1.jsonl") and reading.is_records_file("camp/records/run-1.jsonl")
+    assert not reading.is_records_file("camp/records/notes.txt") and not reading.is_records_file("records/run-1.json")
+    assert not reading.is_records_file("camp/inputs/c.jsonl") and not reading.is_records_file("run-1.jsonl")
+    assert not reading.is_records_file("camp/myrecords/run-1.jsonl") and not reading.is_records_file("records.jsonl")
