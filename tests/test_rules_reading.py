@@ -7,6 +7,7 @@ survived whatever they changed.
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -111,7 +112,7 @@ def test_the_size_of_a_file_that_cannot_be_read_is_zero(tmp_path):
     assert reading._size(tmp_path / "gone.jsonl") == 0
 
 
-def test_only_files_with_the_same_bytes_are_twins_of_the_first_of_them(tmp_path):
+def test_only_files_with_the_same_bytes_are_twins_of_the_first_of_them(tmp_path, monkeypatch):
     record = json.dumps({"record_id": "x" * 10000}).encode() + b"\n"  # longer than both ends compared before hashing
     middle = record[:5000] + b"z" + record[5001:]  # the same size and ends: only a hash tells it apart
     contents = [record, record, record.replace(b"x", b"y", 1), middle, record, b"", b"", b"{}\n", b"{}\n"]
@@ -119,7 +120,12 @@ def test_only_files_with_the_same_bytes_are_twins_of_the_first_of_them(tmp_path)
     for index, content in enumerate(contents):
         paths.append(tmp_path / f"run-{index}.jsonl")
         paths[-1].write_bytes(content)
+    hashed = []
+    digest = hashlib.file_digest
+    monkeypatch.setattr(hashlib, "file_digest", lambda handle, *how: hashed.append(Path(handle.name).name) or digest(handle, *how))
     assert reading._identical(paths, list(range(len(paths)))) == {1: 0, 4: 0, 8: 7}  # empty files are no twins
+    # Only files of one size whose ends are alike are hashed whole: not the one whose first bytes differ, nor an empty one.
+    assert sorted(hashed) == ["run-0.jsonl", "run-1.jsonl", "run-3.jsonl", "run-4.jsonl", "run-7.jsonl", "run-8.jsonl"]
     assert reading._identical(paths, [1, 2, 3, 4, 7]) == {4: 1}  # among the cold ones only
     assert reading._identical(paths, [0]) == {}
 
@@ -284,3 +290,55 @@ def test_a_records_file_is_a_jsonl_file_in_a_records_folder():
     assert not reading.is_records_file("camp/records/notes.txt") and not reading.is_records_file("records/run-1.json")
     assert not reading.is_records_file("camp/inputs/c.jsonl") and not reading.is_records_file("run-1.jsonl")
     assert not reading.is_records_file("camp/myrecords/run-1.jsonl") and not reading.is_records_file("records.jsonl")
+
+
+def test_a_folder_read_again_unchanged_parses_no_file_and_an_appended_file_alone(runs, monkeypatch):
+    """Regression for #62: the folder's cache holds every file by its stamp, whether the reader stats the files or the
+    caller's listing gives their stats; a file appended since is the only one read."""
+    first = reading.load_table(runs)
+    read = []
+    real = columns.read_file
+    monkeypatch.setattr(columns, "read_file", lambda path, *args, **options: read.append(path) or real(path, *args, **options))
+    assert reading.load_table(runs).frame["record_id"].tolist() == first.frame["record_id"].tolist() and read == []
+    files = reading.record_files(runs)
+    listed = reading.load_table(runs, files, shown=[path.relative_to(runs).as_posix() for path in files],
+                                stats=[path.stat() for path in files])
+    assert len(listed.frame) == len(first.frame) and read == []
+    records.append(runs, factory.manifest("other", "run-other"))
+    assert len(reading.load_table(runs).frame) == len(first.frame) + 1
+    assert read == [records.records_file(runs, "other", "run-other")]
+
+
+def test_a_twin_gets_the_first_ones_columns_and_a_cache_of_its_own(tmp_path, monkeypatch):
+    """Regression for #62: a merged copy is parsed once; the copy's read is the first one's columns, problems and hash,
+    with facts of its own, and its own cache file, so that the next read of either is from its cache."""
+    monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "records").mkdir()
+    first, twin = tmp_path / "records" / "run-1.jsonl", tmp_path / "records" / "run-2.jsonl"
+    first.write_bytes((FIXTURE / TRIALS_FILE).read_bytes() + b"{not a record\n")
+    twin.write_bytes(first.read_bytes())
+    one, copy = reading._each_file([first, twin])
+    assert copy is not one and copy.table.equals(one.table) and copy.table.num_rows == 21
+    assert copy.problems == one.problems and len(one.problems) == 1 and copy.sha256 == one.sha256
+    assert copy.facts["complete"] == one.facts["complete"] == first.stat().st_size
+    assert columns.cache_exists(first) and columns.cache_exists(twin)
+
+
+def test_a_parallel_first_read_leaves_every_file_to_the_folders_cache_and_no_lines_in_this_process(tmp_path, monkeypatch):
+    """Regression for #62: parsed on every core for a folder whose cache will hold them, the files get no cache file of
+    their own (4,000 made and renamed: 7 s of CPU); read without the folder's cache, each gets one. The lines this
+    process parsed are dropped with the read: nothing is kept for the next one."""
+    monkeypatch.setenv("ITERALAB_CACHE_DIR", str(tmp_path / "cache"))
+    paths = _distinct_files(tmp_path, 2)
+    monkeypatch.setattr(reading, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(processes, "available_cores", lambda: 2)
+    table = reading.load_table(tmp_path)
+    # Both files hold the same record ids (only their campaign's name differs): the second's are named as other copies.
+    assert len(table.frame) == 21 and len(table.problems) == 21 and table.digests[0] != table.digests[1]
+    assert not any(columns.cache_exists(path) for path in paths)
+    assert reading._WORKER_SEEN == {}
+    reads = reading._each_file(paths)  # no folder's cache to hold them: each file its own
+    assert [read.table.num_rows for read in reads] == [21, 21] and all(columns.cache_exists(path) for path in paths)
+    monkeypatch.setattr(processes, "available_cores", lambda: 1)
+    (tmp_path / "records" / "run-9.jsonl").write_bytes((FIXTURE / TRIALS_FILE).read_bytes().replace(b"demo", b"dem9"))
+    assert len(reading.load_table(tmp_path).problems) == 42 and reading._WORKER_SEEN == {}
