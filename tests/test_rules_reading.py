@@ -16,7 +16,7 @@ import pytest
 
 from iteralab.core import processes
 from iteralab.core.errors import UserError
-from iteralab.store import columns, reading, records
+from iteralab.store import columns, folded, reading, records
 from tests import factory
 from tests.test_cache import FIXTURE, TRIALS_FILE
 
@@ -304,9 +304,12 @@ def test_a_folder_read_again_unchanged_parses_no_file_and_an_appended_file_alone
     listed = reading.load_table(runs, files, shown=[path.relative_to(runs).as_posix() for path in files],
                                 stats=[path.stat() for path in files])
     assert len(listed.frame) == len(first.frame) and read == []
+    written = []
+    monkeypatch.setattr(folded, "write", lambda *args: written.append(args))
     records.append(runs, factory.manifest("other", "run-other"))
-    assert len(reading.load_table(runs).frame) == len(first.frame) + 1
+    assert len(reading.load_table(runs).frame) == len(first.frame) + 1 > folded.REWRITE_SHARE
     assert read == [records.records_file(runs, "other", "run-other")]
+    assert written == []  # one row read beside the folder's cache: not worth writing it again
 
 
 def test_a_twin_gets_the_first_ones_columns_and_a_cache_of_its_own(tmp_path, monkeypatch):
@@ -342,3 +345,15 @@ def test_a_parallel_first_read_leaves_every_file_to_the_folders_cache_and_no_lin
     monkeypatch.setattr(processes, "available_cores", lambda: 1)
     (tmp_path / "records" / "run-9.jsonl").write_bytes((FIXTURE / TRIALS_FILE).read_bytes().replace(b"demo", b"dem9"))
     assert len(reading.load_table(tmp_path).problems) == 42 and reading._WORKER_SEEN == {}
+
+
+def test_a_runs_folder_that_is_not_one_is_named_and_an_empty_one_holds_no_record(tmp_path):
+    """Regression for #62."""
+    with pytest.raises(UserError) as raised:
+        reading.load_table(tmp_path / "gone")
+    assert str(raised.value) == f"{tmp_path / 'gone'} is not a folder: pass the runs folder that holds the records"
+    (tmp_path / "camp" / "records").mkdir(parents=True)
+    (tmp_path / "camp" / "records" / "notes.txt").write_text("not a records file", encoding="utf-8")
+    table = reading.load_table(tmp_path)
+    assert table.frame.empty and "record_id" in table.frame.columns and table.problems == [] and table.shown == []
+    assert reading.load(tmp_path).records == [] and table.all_problems() == []
