@@ -38,8 +38,9 @@ class RecordTable:
     The nested records themselves are read from their files only when asked for, by ``records`` or ``loaded``.
     """
 
-    def __init__(self, frame, paths: list[Path], shown: list[str], problems: list[str], digests: list[str] | None = None):
-        self.frame, self.paths, self.shown, self.problems = frame, paths, shown, problems
+    def __init__(self, frame, paths: list[Path], shown: list[str], problems: tuple[str, ...] = (),
+                 digests: list[str] | None = None):
+        self.frame, self.paths, self.shown, self.problems = frame, paths, shown, list(problems)
         self.digests = digests or []  # per file: sha256 of the complete lines read, which the rows stand for
         self._all_problems: list[str] | None = None
         self.torn: list[dict] = []  # all_problems's: the torn writes a resume closed and named, set apart (torn.py)
@@ -89,7 +90,7 @@ def read_lines(paths: list, shown: list[str], files, offsets, ends, ids: list[st
     import numpy as np
 
     found: list = [None] * len(ids)
-    order = np.argsort(files, kind="stable")
+    order = np.lexsort((offsets, files))  # by file, then where each line lies in it: each file read front to back
     for group in np.split(order, np.flatnonzero(np.diff(files[order])) + 1) if len(order) else ():
         file_index = files[group[0]]
         try:
@@ -261,7 +262,7 @@ def _identical(paths: list[Path], cold: list[int]) -> dict[int, int]:
             for index in alike:
                 try:
                     with open(paths[index], "rb") as handle:
-                        digest = hashlib.file_digest(handle, "sha256").hexdigest()
+                        digest = hashlib.file_digest(handle, hashlib.sha256).hexdigest()
                 except OSError:
                     continue  # read below, where its error is reported
                 twins_with = first_of.setdefault(digest, index)
@@ -297,7 +298,7 @@ def _read_all(runs_dir: Path, paths: list[Path], shown: list[str] | None = None,
     if shown is None:
         shown = [path.relative_to(runs_dir).as_posix() for path in paths]
     # The folder's cache in one piece; only the files whose stamp it does not hold are read one by one (folded.py).
-    whole = folded.read(runs_dir) if paths else None
+    whole = folded.read(runs_dir)
     if whole is None:
         reads = [None] * len(paths)
     else:
@@ -323,10 +324,10 @@ def _read_all(runs_dir: Path, paths: list[Path], shown: list[str] | None = None,
         # The file column is made once for all files (a column per file cost a millisecond each, a second at 1,000).
         owner = np.repeat(np.array([index for index, _ in present], dtype=np.int32), [rows for _, rows in present])
         joined = pa.concat_tables(folded.pieces(whole, shown, reads))
-        frame = columns.to_frame(joined.append_column("file", pa.array(owner, type=pa.int32())))
+        frame = columns.to_frame(joined.append_column("file", pa.array(owner)))  # int32, as made
     else:
         frame = columns.to_frame(columns.empty_table())
-    table = RecordTable(frame, paths, shown, [], digests)
+    table = RecordTable(frame, paths, shown, digests=digests)
     _drop_copies(table, file_problems)
     table.problems = [problem for problems in file_problems for problem in problems]
     return table
