@@ -338,6 +338,10 @@ def test_a_parallel_first_read_leaves_every_file_to_the_folders_cache_and_no_lin
     table = reading.load_table(tmp_path)
     # Both files hold the same record ids (only their campaign's name differs): the second's are named as other copies.
     assert len(table.frame) == 21 and len(table.problems) == 21 and table.digests[0] != table.digests[1]
+    assert set(table.frame["campaign"]) == {"dem0-rotten-tomatoes"}  # the first read of each id is the one kept
+    first_id = table.frame["record_id"].iloc[0]
+    assert table.problems[0] == (f"records/run-1.jsonl:1: record_id {first_id} already read with other content at "
+                                 "records/run-0.jsonl:1; this copy is skipped")
     assert not any(columns.cache_exists(path) for path in paths)
     assert reading._WORKER_SEEN == {}
     reads = reading._each_file(paths)  # no folder's cache to hold them: each file its own
