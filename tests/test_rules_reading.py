@@ -280,6 +280,7 @@ def test_a_callers_listing_is_read_as_given_its_files_by_its_names(runs):
     table = reading.load_table(runs, [other], shown=["as-listed/records/other.jsonl"], stats=[other.stat()])
     assert table.shown == ["as-listed/records/other.jsonl"] and table.paths == [other]
     assert set(table.frame["campaign"]) == {"other"}
+    assert table.frame["file"].dtype == "int32"  # each row's file by its index: 4 bytes a row, at 100,000 rows too
     assert table.loaded().sources == ["as-listed/records/other.jsonl:1"]
     assert [problem.split(": ")[0] for problem in table.problems] == ["as-listed/records/other.jsonl:2"]
 
