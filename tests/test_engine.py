@@ -37,6 +37,9 @@ RUNNER = textwrap.dedent("""\
         sys.exit(143)
 
     signal.signal(signal.SIGTERM, terminated)
+    # Ctrl-C as a terminal sends it, even where the suite runs under a shell that ignores it (a background job's SIGINT
+    # is ignored, and a Python started so keeps ignoring it): the test is of the runner's stop, not of the shell.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     spec = EngineSpec(engine="transformers", model_dir=Path(sys.argv[1]), cache_dir=Path(sys.argv[2]),
                       ready_timeout_s=float(sys.argv[3]))
     engine = Engine(spec)
