@@ -249,6 +249,7 @@ def test_cost_under_half_a_cent_keeps_two_significant_digits():
     assert str(rate(Decimal("0.005"))) == "0.01"
     assert str(rate(Decimal("0.00495"))) == "0.0050"
     assert str(rate(Decimal("0.0049"))) == "0.0049"
+    assert str(rate(Decimal("0.00125"))) == "0.0013"  # half up, as prices are stated (half even says 0.0012)
     assert str(rate(Decimal("0"))) == "0.00"
     assert str(rate(Decimal("12.345"))) == "12.35"
 

@@ -15,4 +15,4 @@ def rate(value: Decimal) -> Decimal:
     if rounded or not value:
         return rounded
     # A served request on a fast card costs a fraction of a cent; 0.00 would read as free.
-    return value.quantize(Decimal(1).scaleb(value.adjusted() - 1), rounding=ROUNDING)
+    return value.quantize(Decimal(10) ** (value.adjusted() - 1), rounding=ROUNDING)
