@@ -86,7 +86,7 @@ test: setup chromium openssh $(AXE)
 # cover each mutant, and lists the survivors (mutmut results; mutmut show NAME). Settings: [tool.mutmut] in pyproject.toml.
 # mutmut names a mutant by its file's path, and the tests import iteralab, whose source is generator/: the package is
 # staged as src/iteralab (templates inside, as in the wheel), a layout mutmut maps to the import name. Removed afterwards.
-mutation: setup
+mutation: setup chromium openssh $(AXE)  # the selection holds the browser and signing tests
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check mutmut==3.8.1
 	rm -rf mutants src && mkdir src && cp -r generator src/iteralab && cp -r templates src/iteralab/templates
 	find src -name __pycache__ -prune -exec rm -rf {} +
