@@ -1,4 +1,4 @@
-"""Round a cost per unit of work: to cents, and below a cent to two significant digits, so it never reads as free."""
+"""Round a cost per unit of work: to cents, and below half a cent to two significant digits, so it never reads as free."""
 
 from __future__ import annotations
 
